@@ -1,0 +1,186 @@
+//! Metadata and directory listings (SPEC §2.3 list_directory, stat_file).
+//!
+//! Guarantees: listings are sorted by name in byte order and paged without
+//! holding more than `offset + limit + 1` names (a bounded heap), so a huge
+//! directory costs one pass and bounded memory; only the returned page is
+//! `stat`ed. Hidden and denied entries are left out; names that are not
+//! UTF-8 are counted in `omitted`. Nothing here reveals a symlink target,
+//! owner, inode or device.
+
+use std::collections::BinaryHeap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use rustix::fs::{AtFlags, Stat};
+use rustix::io::Errno;
+
+use crate::error::{ErrorCode, FsError};
+use crate::sandbox::{EntryKind, Location, Sandbox, errno_error};
+
+/// What `stat_file` and each listing entry report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// Entry type.
+    pub kind: EntryKind,
+    /// Size in bytes, files only.
+    pub size: Option<u64>,
+    /// Modification time, RFC 3339 UTC with seconds (`…Z`); `None` if the
+    /// timestamp cannot be represented.
+    pub modified_at: Option<String>,
+}
+
+impl EntryInfo {
+    /// From an `lstat`-style result.
+    pub fn from_stat(stat: &Stat) -> Self {
+        let kind = EntryKind::from_stat(stat);
+        Self {
+            kind,
+            size: (kind == EntryKind::File).then(|| u64::try_from(stat.st_size).unwrap_or(0)),
+            modified_at: format_timestamp(stat.st_mtime),
+        }
+    }
+}
+
+/// One listed entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedEntry {
+    /// The entry's name.
+    pub name: String,
+    /// Its path relative to the workdir root.
+    pub path: String,
+    /// Its metadata.
+    pub info: EntryInfo,
+}
+
+/// One page of a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// The page, sorted by name (bytes).
+    pub entries: Vec<ListedEntry>,
+    /// Visible entries exist past this page.
+    pub has_more: bool,
+    /// Entries left out because their names are not UTF-8.
+    pub omitted: u64,
+}
+
+/// `stat` of the entry itself (a symlink is reported as `symlink`, with its
+/// own mtime).
+///
+/// # Errors
+/// The resolver's errors.
+pub fn stat_entry(sandbox: &Sandbox, loc: &Location<'_>) -> Result<EntryInfo, FsError> {
+    sandbox.inspect(loc).map(|stat| EntryInfo::from_stat(&stat))
+}
+
+/// Lists `loc`: entries `offset .. offset + limit` in name order.
+///
+/// # Errors
+/// `NOT_A_DIRECTORY`, `SYMLINK_NOT_ALLOWED` and the resolver's errors;
+/// `INTERNAL_ERROR` if reading the directory fails midway.
+pub fn list_directory(
+    sandbox: &Sandbox,
+    loc: &Location<'_>,
+    offset: u64,
+    limit: u64,
+) -> Result<Listing, FsError> {
+    let dir = sandbox.open_dir(loc)?;
+    let keep = usize::try_from(offset.saturating_add(limit)).unwrap_or(usize::MAX);
+    let base = loc.path().as_relative();
+    let mut relative = String::new();
+    let mut smallest: BinaryHeap<String> = BinaryHeap::new();
+    let mut visible: u64 = 0;
+    let mut omitted: u64 = 0;
+
+    let reader = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| errno_error(e, loc))?;
+    for entry in reader {
+        let entry = entry.map_err(|e| errno_error(e, loc))?;
+        let bytes = entry.file_name().to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(bytes) else {
+            omitted += 1;
+            continue;
+        };
+        relative.clear();
+        if !base.is_empty() {
+            relative.push_str(&base);
+            relative.push('/');
+        }
+        relative.push_str(name);
+        if !sandbox.policy().entry_visible(&relative, name) {
+            continue;
+        }
+        visible += 1;
+        if smallest.len() < keep {
+            smallest.push(name.to_owned());
+        } else if smallest.peek().is_some_and(|max| name < max.as_str()) {
+            smallest.pop();
+            smallest.push(name.to_owned());
+        }
+    }
+
+    let names = smallest.into_sorted_vec();
+    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let mut entries = Vec::with_capacity(names.len().saturating_sub(skip));
+    for name in names.into_iter().skip(skip) {
+        match rustix::fs::statat(dir.fd(), OsStr::from_bytes(name.as_bytes()), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                let path = if base.is_empty() { name.clone() } else { format!("{base}/{name}") };
+                entries.push(ListedEntry { name, path, info: EntryInfo::from_stat(&stat) });
+            }
+            // Removed since it was read: the listing shows the directory now.
+            Err(Errno::NOENT) => {}
+            Err(e) => {
+                return Err(FsError::new(ErrorCode::InternalError, format!("{loc} could not be listed."))
+                    .with_detail(std::io::Error::from(e).to_string()));
+            }
+        }
+    }
+    Ok(Listing { entries, has_more: visible > offset.saturating_add(limit), omitted })
+}
+
+/// RFC 3339 UTC with whole seconds, e.g. `2026-09-17T01:20:30Z`.
+pub fn format_timestamp(unix_seconds: i64) -> Option<String> {
+    const FORMAT: &[time::format_description::FormatItem<'static>] =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    let t = time::OffsetDateTime::from_unix_timestamp(unix_seconds).ok()?;
+    (0..=9999).contains(&t.year()).then(|| t.format(FORMAT).ok()).flatten()
+}
+
+/// Best-guess MIME type from a file name (SPEC §2.6 overrides first).
+pub fn guess_mime(name: &str) -> String {
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("yml" | "yaml") => "application/yaml".to_owned(),
+        Some("md" | "markdown") => "text/markdown".to_owned(),
+        Some("py") => "text/x-python".to_owned(),
+        _ => mime_guess::from_path(name)
+            .first_raw()
+            .unwrap_or("application/octet-stream")
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(format_timestamp(0).unwrap(), "1970-01-01T00:00:00Z");
+        assert_eq!(format_timestamp(1_789_608_030).unwrap(), "2026-09-17T01:20:30Z");
+        assert_eq!(format_timestamp(i64::MAX), None);
+    }
+
+    #[test]
+    fn mime_overrides_and_fallback() {
+        assert_eq!(guess_mime("docker-compose.yml"), "application/yaml");
+        assert_eq!(guess_mime("a.YAML"), "application/yaml");
+        assert_eq!(guess_mime("README.md"), "text/markdown");
+        assert_eq!(guess_mime("main.py"), "text/x-python");
+        assert_eq!(guess_mime("x.json"), "application/json");
+        assert_eq!(guess_mime("Makefile"), "application/octet-stream");
+        assert_eq!(guess_mime("x.unknownext"), "application/octet-stream");
+    }
+}

@@ -1,0 +1,238 @@
+//! The hidden and deny rules (SPEC §2.2, §2.6 step 3): the single definition
+//! used by the resolver, by listings and by the search walk.
+//!
+//! Guarantee: the built-in deny rules cannot be switched off; matching is
+//! case-insensitive and applies to every component and to every prefix of a
+//! path, so a rule `X/**` denies `X` itself and everything beneath it.
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::error::{ErrorCode, FsError};
+use crate::path::RelPath;
+
+/// The reserved sentinel that marks a disabled slot.
+pub const SENTINEL: &str = ".serverfs-disabled";
+
+/// Credential material that is never served, whatever the configuration.
+pub const BUILTIN_DENY_GLOBS: &[&str] = &[
+    ".env",
+    ".env.*",
+    "*.env",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    ".ssh/**",
+    ".aws/**",
+    ".gnupg/**",
+    ".kube/**",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    SENTINEL,
+];
+
+/// Why a path is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A deny rule matches.
+    Denied,
+    /// A component starts with `.` and hidden paths are off.
+    Hidden,
+}
+
+/// Compiled hidden/deny rules. Build once at start-up; matching allocates
+/// nothing for name rules.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    allow_hidden: bool,
+    /// Rules without `/`: matched against each component name.
+    name_rules: GlobSet,
+    /// Rules with `/`, anchored anywhere (`**/` prefix, `/**` suffix
+    /// dropped): matched against each path prefix `a`, `a/b`, ….
+    path_rules: GlobSet,
+}
+
+impl Policy {
+    /// Compiles the built-in rules plus `extra_deny_globs`.
+    ///
+    /// # Errors
+    /// A malformed extra glob (the message names the glob, not a path).
+    pub fn new(allow_hidden: bool, extra_deny_globs: &[String]) -> Result<Self, String> {
+        let mut names = GlobSetBuilder::new();
+        let mut paths = GlobSetBuilder::new();
+        let all = BUILTIN_DENY_GLOBS.iter().copied().chain(extra_deny_globs.iter().map(String::as_str));
+        for raw in all {
+            let pattern = raw.trim().trim_start_matches("./");
+            if pattern.is_empty() {
+                continue;
+            }
+            let pattern = pattern.strip_suffix("/**").unwrap_or(pattern).trim_start_matches('/');
+            let (builder, text) = if pattern.contains('/') {
+                let anchored =
+                    if pattern.starts_with("**/") { pattern.to_owned() } else { format!("**/{pattern}") };
+                (&mut paths, anchored)
+            } else {
+                (&mut names, pattern.to_owned())
+            };
+            let glob = GlobBuilder::new(&text)
+                .case_insensitive(true)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| format!("invalid deny glob '{raw}': {}", e.kind()))?;
+            builder.add(glob);
+        }
+        Ok(Self {
+            allow_hidden,
+            name_rules: names.build().map_err(|e| format!("deny globs: {e}"))?,
+            path_rules: paths.build().map_err(|e| format!("deny globs: {e}"))?,
+        })
+    }
+
+    /// Whether hidden paths are allowed.
+    pub fn allow_hidden(&self) -> bool {
+        self.allow_hidden
+    }
+
+    /// Checks every component and prefix of `path`; deny before hidden.
+    pub fn check(&self, path: &RelPath) -> Option<Refusal> {
+        let comps = path.components();
+        let mut prefix = String::new();
+        let mut hidden = false;
+        for (i, name) in comps.iter().enumerate() {
+            if i > 0 {
+                prefix.push('/');
+            }
+            prefix.push_str(name);
+            if self.name_denied(name) || (i > 0 && self.path_rules.is_match(&prefix)) {
+                return Some(Refusal::Denied);
+            }
+            hidden |= is_hidden(name);
+        }
+        (hidden && !self.allow_hidden).then_some(Refusal::Hidden)
+    }
+
+    /// Like [`Policy::check`], as an error naming `alias:/path`.
+    pub fn enforce(&self, alias: &str, path: &RelPath) -> Result<(), FsError> {
+        match self.check(path) {
+            None => Ok(()),
+            Some(Refusal::Denied) => Err(FsError::new(
+                ErrorCode::DeniedPath,
+                format!(
+                    "{alias}:/{} matches a credential deny rule and is never served.",
+                    path.as_relative()
+                ),
+            )),
+            Some(Refusal::Hidden) => Err(FsError::new(
+                ErrorCode::HiddenPathNotAllowed,
+                format!("{alias}:/{} is hidden; hidden paths are not served.", path.as_relative()),
+            )),
+        }
+    }
+
+    /// For walks and listings whose ancestors already passed: may the entry
+    /// `name`, at `relative` (its full relative path, `/`-joined), be shown?
+    pub fn entry_visible(&self, relative: &str, name: &str) -> bool {
+        !(self.name_denied(name)
+            || (relative.contains('/') && self.path_rules.is_match(relative))
+            || (!self.allow_hidden && is_hidden(name)))
+    }
+
+    fn name_denied(&self, name: &str) -> bool {
+        self.name_rules.is_match(name)
+    }
+}
+
+/// A component starting with `.` (never `.`/`..`: those are gone after
+/// normalisation).
+pub fn is_hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(p: &Policy, raw: &str) -> Option<Refusal> {
+        p.check(&RelPath::parse(raw, "w").unwrap())
+    }
+
+    #[test]
+    fn builtin_denies_case_insensitively() {
+        let p = Policy::new(true, &[]).unwrap();
+        for raw in [
+            ".env",
+            ".ENV",
+            ".env.local",
+            "prod.env",
+            "Secret.env",
+            "a/server.pem",
+            "Server.KEY",
+            "x.p12",
+            "x.PFX",
+            "id_rsa",
+            "ID_RSA",
+            "home/id_ed25519",
+            "id_dsa",
+            "id_ecdsa",
+            ".ssh",
+            "home/.ssh/known_hosts",
+            ".aws/credentials",
+            "u/.gnupg/x",
+            ".kube/config",
+            "u/.docker/config.json",
+            ".netrc",
+            ".git-credentials",
+            ".pgpass",
+            ".serverfs-disabled",
+            "deep/.env/inside",
+        ] {
+            assert_eq!(check(&p, raw), Some(Refusal::Denied), "{raw}");
+        }
+    }
+
+    #[test]
+    fn near_misses_are_allowed() {
+        let p = Policy::new(true, &[]).unwrap();
+        for raw in ["environment", "env", "a.envy", "key.txt", "keys/x", ".docker/other.json", "id_rsa.pub.txt.x", "docker/config.json"] {
+            assert_eq!(check(&p, raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn hidden_after_deny() {
+        let p = Policy::new(false, &[]).unwrap();
+        assert_eq!(check(&p, ".git/config"), Some(Refusal::Hidden));
+        assert_eq!(check(&p, "a/.cache"), Some(Refusal::Hidden));
+        assert_eq!(check(&p, ".env"), Some(Refusal::Denied));
+        assert_eq!(check(&p, ".ssh/id_rsa.pub"), Some(Refusal::Denied));
+        assert_eq!(check(&p, "src/main.rs"), None);
+        assert_eq!(check(&p, ""), None);
+    }
+
+    #[test]
+    fn extra_globs_add_rules() {
+        let p = Policy::new(false, &["*.sqlite".into(), "secrets/**".into(), "conf/prod.yml".into()]).unwrap();
+        assert_eq!(check(&p, "db/app.SQLITE"), Some(Refusal::Denied));
+        assert_eq!(check(&p, "secrets"), Some(Refusal::Denied));
+        assert_eq!(check(&p, "a/secrets/b"), Some(Refusal::Denied));
+        assert_eq!(check(&p, "x/conf/prod.yml"), Some(Refusal::Denied));
+        assert_eq!(check(&p, "conf/dev.yml"), None);
+        assert!(Policy::new(false, &["[".into()]).is_err());
+    }
+
+    #[test]
+    fn entry_visible_matches_check() {
+        let p = Policy::new(false, &["conf/prod.yml".into()]).unwrap();
+        for (rel, name) in [("a/.env", ".env"), ("a/.x", ".x"), ("u/.docker/config.json", "config.json"), ("conf/prod.yml", "prod.yml"), ("a/b.rs", "b.rs")] {
+            let whole = check(&p, rel).is_none();
+            assert_eq!(p.entry_visible(rel, name), whole, "{rel}");
+        }
+    }
+}

@@ -196,9 +196,9 @@ pub fn slot_specs(
 pub fn arg_specs(workdirs: &[String], descriptions: &[String]) -> Result<Vec<WorkdirSpec>, String> {
     let mut specs: Vec<WorkdirSpec> = Vec::new();
     for arg in workdirs {
-        let (alias, path) = arg
-            .split_once('=')
-            .ok_or_else(|| "--workdir takes ALIAS=PATH (for example projects=/srv/projects)".to_owned())?;
+        let (alias, path) = arg.split_once('=').ok_or_else(|| {
+            "--workdir takes ALIAS=PATH (for example projects=/srv/projects)".to_owned()
+        })?;
         validate_alias(alias).map_err(|e| format!("--workdir: {e}"))?;
         if path.is_empty() {
             return Err(format!("--workdir '{alias}': the path is empty"));
@@ -217,10 +217,9 @@ pub fn arg_specs(workdirs: &[String], descriptions: &[String]) -> Result<Vec<Wor
         let (alias, text) = arg
             .split_once('=')
             .ok_or_else(|| "--workdir-description takes ALIAS=TEXT".to_owned())?;
-        let spec = specs
-            .iter_mut()
-            .find(|s| s.alias == alias)
-            .ok_or_else(|| format!("--workdir-description '{alias}': no --workdir has that alias"))?;
+        let spec = specs.iter_mut().find(|s| s.alias == alias).ok_or_else(|| {
+            format!("--workdir-description '{alias}': no --workdir has that alias")
+        })?;
         spec.description = (!text.is_empty()).then(|| text.to_owned());
     }
     if specs.is_empty() {
@@ -236,10 +235,31 @@ mod tests {
 
     #[test]
     fn aliases() {
-        for ok in ["projects", "logs", "app-logs", "bioinfo", "paper_db", "ProjectA", "a", &"a".repeat(32)] {
+        for ok in [
+            "projects",
+            "logs",
+            "app-logs",
+            "bioinfo",
+            "paper_db",
+            "ProjectA",
+            "a",
+            &"a".repeat(32),
+        ] {
             assert!(validate_alias(ok).is_ok(), "{ok}");
         }
-        for bad in ["/foo", "../foo", "foo/bar", "foo bar", "123project", "", "_x", "-x", "é", &"a".repeat(33), "a.b"] {
+        for bad in [
+            "/foo",
+            "../foo",
+            "foo/bar",
+            "foo bar",
+            "123project",
+            "",
+            "_x",
+            "-x",
+            "é",
+            &"a".repeat(33),
+            "a.b",
+        ] {
             assert!(validate_alias(bad).is_err(), "{bad}");
         }
     }

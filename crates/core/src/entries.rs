@@ -124,7 +124,11 @@ pub fn list_directory(
     let skip = usize::try_from(offset).unwrap_or(usize::MAX);
     let mut entries = Vec::with_capacity(names.len().saturating_sub(skip));
     for name in names.into_iter().skip(skip) {
-        match rustix::fs::statat(dir.fd(), OsStr::from_bytes(name.as_bytes()), AtFlags::SYMLINK_NOFOLLOW) {
+        match rustix::fs::statat(
+            dir.fd(),
+            OsStr::from_bytes(name.as_bytes()),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) {
             Ok(stat) => {
                 let path = if base.is_empty() { name.clone() } else { format!("{base}/{name}") };
                 entries.push(ListedEntry { name, path, info: EntryInfo::from_stat(&stat) });
@@ -132,8 +136,11 @@ pub fn list_directory(
             // Removed since it was read: the listing shows the directory now.
             Err(Errno::NOENT) => {}
             Err(e) => {
-                return Err(FsError::new(ErrorCode::InternalError, format!("{loc} could not be listed."))
-                    .with_detail(std::io::Error::from(e).to_string()));
+                return Err(FsError::new(
+                    ErrorCode::InternalError,
+                    format!("{loc} could not be listed."),
+                )
+                .with_detail(std::io::Error::from(e).to_string()));
             }
         }
     }
@@ -155,10 +162,9 @@ pub fn guess_mime(name: &str) -> String {
         Some("yml" | "yaml") => "application/yaml".to_owned(),
         Some("md" | "markdown") => "text/markdown".to_owned(),
         Some("py") => "text/x-python".to_owned(),
-        _ => mime_guess::from_path(name)
-            .first_raw()
-            .unwrap_or("application/octet-stream")
-            .to_owned(),
+        _ => {
+            mime_guess::from_path(name).first_raw().unwrap_or("application/octet-stream").to_owned()
+        }
     }
 }
 

@@ -48,9 +48,7 @@ impl RelPath {
             )));
         }
         if raw.len() > MAX_PATH_BYTES {
-            return Err(FsError::invalid(format!(
-                "path is longer than {MAX_PATH_BYTES} bytes."
-            )));
+            return Err(FsError::invalid(format!("path is longer than {MAX_PATH_BYTES} bytes.")));
         }
         if raw.starts_with('/') {
             return Err(FsError::new(
@@ -200,15 +198,9 @@ mod tests {
 
     #[test]
     fn windows_forms_and_nul_are_invalid() {
-        for raw in [
-            "C:\\Windows",
-            "C:/Windows",
-            "c:",
-            "\\\\server\\share",
-            "a\\..\\..\\etc",
-            "a\0b",
-            "\0",
-        ] {
+        for raw in
+            ["C:\\Windows", "C:/Windows", "c:", "\\\\server\\share", "a\\..\\..\\etc", "a\0b", "\0"]
+        {
             assert_eq!(err(raw), ErrorCode::InvalidArgument, "{raw:?}");
         }
     }

@@ -66,7 +66,8 @@ impl Policy {
     pub fn new(allow_hidden: bool, extra_deny_globs: &[String]) -> Result<Self, String> {
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
-        let all = BUILTIN_DENY_GLOBS.iter().copied().chain(extra_deny_globs.iter().map(String::as_str));
+        let all =
+            BUILTIN_DENY_GLOBS.iter().copied().chain(extra_deny_globs.iter().map(String::as_str));
         for raw in all {
             let pattern = raw.trim().trim_start_matches("./");
             if pattern.is_empty() {
@@ -74,8 +75,11 @@ impl Policy {
             }
             let pattern = pattern.strip_suffix("/**").unwrap_or(pattern).trim_start_matches('/');
             let (builder, text) = if pattern.contains('/') {
-                let anchored =
-                    if pattern.starts_with("**/") { pattern.to_owned() } else { format!("**/{pattern}") };
+                let anchored = if pattern.starts_with("**/") {
+                    pattern.to_owned()
+                } else {
+                    format!("**/{pattern}")
+                };
                 (&mut paths, anchored)
             } else {
                 (&mut names, pattern.to_owned())
@@ -200,7 +204,16 @@ mod tests {
     #[test]
     fn near_misses_are_allowed() {
         let p = Policy::new(true, &[]).unwrap();
-        for raw in ["environment", "env", "a.envy", "key.txt", "keys/x", ".docker/other.json", "id_rsa.pub.txt.x", "docker/config.json"] {
+        for raw in [
+            "environment",
+            "env",
+            "a.envy",
+            "key.txt",
+            "keys/x",
+            ".docker/other.json",
+            "id_rsa.pub.txt.x",
+            "docker/config.json",
+        ] {
             assert_eq!(check(&p, raw), None, "{raw}");
         }
     }
@@ -218,7 +231,9 @@ mod tests {
 
     #[test]
     fn extra_globs_add_rules() {
-        let p = Policy::new(false, &["*.sqlite".into(), "secrets/**".into(), "conf/prod.yml".into()]).unwrap();
+        let p =
+            Policy::new(false, &["*.sqlite".into(), "secrets/**".into(), "conf/prod.yml".into()])
+                .unwrap();
         assert_eq!(check(&p, "db/app.SQLITE"), Some(Refusal::Denied));
         assert_eq!(check(&p, "secrets"), Some(Refusal::Denied));
         assert_eq!(check(&p, "a/secrets/b"), Some(Refusal::Denied));
@@ -230,7 +245,13 @@ mod tests {
     #[test]
     fn entry_visible_matches_check() {
         let p = Policy::new(false, &["conf/prod.yml".into()]).unwrap();
-        for (rel, name) in [("a/.env", ".env"), ("a/.x", ".x"), ("u/.docker/config.json", "config.json"), ("conf/prod.yml", "prod.yml"), ("a/b.rs", "b.rs")] {
+        for (rel, name) in [
+            ("a/.env", ".env"),
+            ("a/.x", ".x"),
+            ("u/.docker/config.json", "config.json"),
+            ("conf/prod.yml", "prod.yml"),
+            ("a/b.rs", "b.rs"),
+        ] {
             let whole = check(&p, rel).is_none();
             assert_eq!(p.entry_visible(rel, name), whole, "{rel}");
         }

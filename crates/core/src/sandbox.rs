@@ -206,7 +206,9 @@ impl Sandbox {
                 OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
                 Mode::empty(),
             )
-            .map_err(|e| format!("{}: directory cannot be opened ({})", spec.origin, errno_words(e)))?;
+            .map_err(|e| {
+                format!("{}: directory cannot be opened ({})", spec.origin, errno_words(e))
+            })?;
             match rustix::fs::statat(&root, SENTINEL, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(_) => {
                     return Err(format!(
@@ -216,7 +218,11 @@ impl Sandbox {
                 }
                 Err(Errno::NOENT) => {}
                 Err(e) => {
-                    return Err(format!("{}: directory cannot be checked ({})", spec.origin, errno_words(e)));
+                    return Err(format!(
+                        "{}: directory cannot be checked ({})",
+                        spec.origin,
+                        errno_words(e)
+                    ));
                 }
             }
             workdirs.push(Workdir {
@@ -284,7 +290,11 @@ impl Sandbox {
     ///
     /// # Errors
     /// `DENIED_PATH`, `HIDDEN_PATH_NOT_ALLOWED`.
-    pub fn locate_walked<'a>(&self, workdir: &'a Workdir, path: RelPath) -> Result<Location<'a>, FsError> {
+    pub fn locate_walked<'a>(
+        &self,
+        workdir: &'a Workdir,
+        path: RelPath,
+    ) -> Result<Location<'a>, FsError> {
         self.policy.enforce(&workdir.alias, &path)?;
         Ok(Location { workdir, path })
     }
@@ -313,7 +323,10 @@ impl Sandbox {
                 match EntryKind::from_stat(&self.inspect(loc)?) {
                     EntryKind::Symlink => Err(symlink_error(loc)),
                     EntryKind::Directory => Err(errno_error(e, loc)),
-                    _ => Err(FsError::new(ErrorCode::NotADirectory, format!("{loc} is not a directory."))),
+                    _ => Err(FsError::new(
+                        ErrorCode::NotADirectory,
+                        format!("{loc} is not a directory."),
+                    )),
                 }
             }
             Err(e) => Err(errno_error(e, loc)),
@@ -350,9 +363,15 @@ impl Sandbox {
     fn open_beneath(&self, loc: &Location<'_>, purpose: Purpose) -> Result<OwnedFd, Errno> {
         let flags = match purpose {
             Purpose::Inspect => path_flags(),
-            Purpose::ListDirectory => OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Purpose::ListDirectory => {
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+            }
             Purpose::ReadFile => {
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+                OFlags::RDONLY
+                    | OFlags::NONBLOCK
+                    | OFlags::NOCTTY
+                    | OFlags::NOFOLLOW
+                    | OFlags::CLOEXEC
             }
         };
         let root = &loc.workdir.root;
@@ -409,7 +428,9 @@ fn walk_beneath(root: &OwnedFd, path: &RelPath, flags: OFlags) -> Result<OwnedFd
 fn symlink_error(loc: &Location<'_>) -> FsError {
     FsError::new(
         ErrorCode::SymlinkNotAllowed,
-        format!("{loc} is or passes through a symbolic link; ServerFS never follows symbolic links."),
+        format!(
+            "{loc} is or passes through a symbolic link; ServerFS never follows symbolic links."
+        ),
     )
 }
 
@@ -424,7 +445,9 @@ pub(crate) fn errno_error(e: Errno, loc: &Location<'_>) -> FsError {
             ErrorCode::AccessDenied,
             format!("{loc} is not accessible to the server's user (file permissions)."),
         ),
-        Errno::XDEV => FsError::new(ErrorCode::PathOutsideWorkdir, format!("{loc} leaves the workdir.")),
+        Errno::XDEV => {
+            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{loc} leaves the workdir."))
+        }
         Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => FsError::new(
             ErrorCode::UnsupportedFileType,
             format!("{loc} is a FIFO, socket or device; only regular files can be read."),
@@ -438,4 +461,3 @@ pub(crate) fn errno_error(e: Errno, loc: &Location<'_>) -> FsError {
 fn errno_words(e: Errno) -> String {
     std::io::Error::from(e).to_string()
 }
-

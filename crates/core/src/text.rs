@@ -48,10 +48,14 @@ pub fn read_page(
     max_bytes: u64,
 ) -> Result<TextPage, FsError> {
     let io_error = |e: std::io::Error| {
-        FsError::new(ErrorCode::InternalError, format!("{shown} could not be read.")).with_detail(e.to_string())
+        FsError::new(ErrorCode::InternalError, format!("{shown} could not be read."))
+            .with_detail(e.to_string())
     };
     let binary = || {
-        FsError::new(ErrorCode::BinaryFile, format!("{shown} contains NUL bytes and is treated as binary."))
+        FsError::new(
+            ErrorCode::BinaryFile,
+            format!("{shown} contains NUL bytes and is treated as binary."),
+        )
     };
     let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
 
@@ -124,11 +128,18 @@ pub fn read_page(
 ///
 /// # Errors
 /// As [`read_page`], with `LINE_TOO_LARGE` reported as `READ_LIMIT_EXCEEDED`.
-pub fn read_whole(file: &File, size: u64, shown: &dyn Display, max_bytes: u64) -> Result<String, FsError> {
+pub fn read_whole(
+    file: &File,
+    size: u64,
+    shown: &dyn Display,
+    max_bytes: u64,
+) -> Result<String, FsError> {
     let too_large = || {
         FsError::new(
             ErrorCode::ReadLimitExceeded,
-            format!("{shown} is larger than the {max_bytes}-byte read limit; use read_text_file to page through it."),
+            format!(
+                "{shown} is larger than the {max_bytes}-byte read limit; use read_text_file to page through it."
+            ),
         )
     };
     // The BOM is not content, so a file may exceed the cap by its length.
@@ -198,7 +209,11 @@ enum LineRead {
 
 /// Reads one line (with its `\n`) into `line`, storing at most `budget`
 /// bytes of it.
-fn read_line_within(reader: &mut impl BufRead, line: &mut Vec<u8>, budget: usize) -> std::io::Result<LineRead> {
+fn read_line_within(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    budget: usize,
+) -> std::io::Result<LineRead> {
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {

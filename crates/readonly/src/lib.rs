@@ -1,1 +1,16 @@
-//! placeholder
+//! The read-only tool set of ServerFS: list_workdirs, list_directory,
+//! find_files, search_text, read_text_file, stat_file and the resource
+//! template `serverfs://{workdir}/{path}`.
+//!
+//! [`ReadOnlyFs`] holds the core [`serverfs_core::Sandbox`] and the limits;
+//! [`ReadOnlyServer`] exposes it as an rmcp [`rmcp::ServerHandler`]. Nothing
+//! here can write, rename or delete a file or run a process: the crates
+//! that could are not in its dependency graph.
+
+mod ops;
+pub mod schema;
+mod server;
+pub mod uri;
+
+pub use ops::ReadOnlyFs;
+pub use server::{INSTRUCTIONS, ReadOnlyServer};

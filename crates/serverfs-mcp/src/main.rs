@@ -1,1 +1,107 @@
-fn main() {}
+//! `serverfs-mcp`: parse flags, validate the configuration, serve. All logic
+//! lives in the serverfs-* libraries.
+
+mod cli;
+mod selfcheck;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serverfs_core::Sandbox;
+use serverfs_readonly::{ReadOnlyFs, ReadOnlyServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse_or_exit();
+    match cli.command {
+        Some(Command::Healthcheck) => {
+            if serverfs_server::probe_health(cli.listen, Duration::from_secs(2)) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Some(Command::Selfcheck) => {
+            if selfcheck::run(&cli.workdirs_dir, &cli.workdirs) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        None => serve(&cli),
+    }
+}
+
+fn config_error(line: &str) -> ExitCode {
+    eprintln!("serverfs-mcp: config error: {line}");
+    ExitCode::from(2)
+}
+
+fn serve(cli: &Cli) -> ExitCode {
+    if let Err(e) = serverfs_server::init_logging(&cli.log_level) {
+        return config_error(&e);
+    }
+    let env = |key: &str| std::env::var(key).ok();
+    let config = match cli.config(&env) {
+        Ok(config) => config,
+        Err(e) => return config_error(&e),
+    };
+    let sandbox = match Sandbox::open(config.workdirs, config.policy) {
+        Ok(sandbox) => sandbox,
+        Err(e) => return config_error(&e),
+    };
+    tracing::info!(
+        event = "starting",
+        workdirs = sandbox.workdirs().len(),
+        resolver = ?sandbox.mode(),
+        transport = if cli.stdio { "stdio" } else { "http" },
+    );
+    let fs = Arc::new(ReadOnlyFs::new(sandbox, config.limits));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("serverfs-mcp: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        if cli.stdio {
+            serverfs_server::serve_stdio(ReadOnlyServer::new(fs)).await
+        } else {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            let server = ReadOnlyServer::new(fs);
+            serverfs_server::serve_http(move || server.clone(), config.http, shutdown).await
+        }
+    });
+    // Blocking reads of a closed stdin must not hold the process open.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => {
+            tracing::info!(event = "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(event = "failed", error = %e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!(event = "shutdown_signal");
+    shutdown.cancel();
+}

@@ -1,0 +1,160 @@
+//! The tools' logic, synchronous and transport-free: arguments in, result or
+//! [`FsError`] out. Every path goes through the core's [`Sandbox`].
+
+use serverfs_core::entries::{self, guess_mime};
+use serverfs_core::text;
+use serverfs_core::{EntryKind, FsError, Limits, Sandbox};
+
+use crate::schema::{
+    DirectoryEntry, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsResult, ReadTextFileArgs,
+    ReadTextFileResult, StatFileArgs, StatFileResult, WorkdirInfo,
+};
+
+/// Everything a call needs, built once at start-up.
+#[derive(Debug)]
+pub struct ReadOnlyFs {
+    sandbox: Sandbox,
+    limits: Limits,
+}
+
+impl ReadOnlyFs {
+    /// Binds the sandbox to validated limits.
+    pub fn new(sandbox: Sandbox, limits: Limits) -> Self {
+        Self { sandbox, limits }
+    }
+
+    /// The sandbox.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(crate) fn list_workdirs(&self) -> ListWorkdirsResult {
+        ListWorkdirsResult {
+            workdirs: self
+                .sandbox
+                .workdirs()
+                .iter()
+                .map(|w| WorkdirInfo {
+                    alias: w.alias().to_owned(),
+                    description: w.description().map(str::to_owned),
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn list_directory(
+        &self,
+        args: &ListDirectoryArgs,
+    ) -> Result<ListDirectoryResult, FsError> {
+        let limit = bounded(
+            "limit",
+            args.limit,
+            self.limits.default_list_limit,
+            self.limits.max_list_entries,
+        )?;
+        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let listing = entries::list_directory(&self.sandbox, &loc, args.offset, limit)?;
+        let entries: Vec<DirectoryEntry> = listing
+            .entries
+            .into_iter()
+            .map(|e| DirectoryEntry {
+                name: e.name,
+                path: e.path,
+                kind: e.info.kind.into(),
+                size: e.info.size,
+                modified_at: e.info.modified_at,
+            })
+            .collect();
+        Ok(ListDirectoryResult {
+            workdir: args.workdir.clone(),
+            path: loc.path().as_relative(),
+            returned: entries.len() as u64,
+            entries,
+            offset: args.offset,
+            limit,
+            has_more: listing.has_more,
+            omitted: listing.omitted,
+        })
+    }
+
+    pub(crate) fn read_text_file(
+        &self,
+        args: &ReadTextFileArgs,
+    ) -> Result<ReadTextFileResult, FsError> {
+        let start_line = args.start_line.unwrap_or(1);
+        if start_line == 0 {
+            return Err(FsError::invalid("start_line must be at least 1."));
+        }
+        let max_lines = bounded(
+            "max_lines",
+            args.max_lines,
+            self.limits.default_read_lines(),
+            self.limits.max_read_lines,
+        )?;
+        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let (file, _) = self.sandbox.open_file(&loc)?;
+        let page = text::read_page(&file, &loc, start_line, max_lines, self.limits.max_read_bytes)?;
+        Ok(ReadTextFileResult {
+            workdir: args.workdir.clone(),
+            path: loc.path().as_relative(),
+            start_line,
+            end_line: page.end_line,
+            bytes_returned: page.content.len() as u64,
+            content: page.content,
+            has_more: page.has_more,
+            next_start_line: page.next_start_line,
+        })
+    }
+
+    pub(crate) fn stat_file(&self, args: &StatFileArgs) -> Result<StatFileResult, FsError> {
+        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let info = entries::stat_entry(&self.sandbox, &loc)?;
+        let mime_type = match (info.kind, loc.path().file_name()) {
+            (EntryKind::File, Some(name)) => Some(guess_mime(name)),
+            _ => None,
+        };
+        Ok(StatFileResult {
+            workdir: args.workdir.clone(),
+            path: loc.path().as_relative(),
+            kind: info.kind.into(),
+            size: info.size,
+            modified_at: info.modified_at,
+            mime_type,
+        })
+    }
+
+    /// The whole text of `alias:/path` for `resources/read`: the same
+    /// resolver and reader as read_text_file, capped at the read limit.
+    pub(crate) fn read_resource(
+        &self,
+        alias: &str,
+        path: &str,
+    ) -> Result<(String, String), FsError> {
+        let loc = self.sandbox.locate(alias, path)?;
+        let (file, stat) = self.sandbox.open_file(&loc)?;
+        let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+        let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes)?;
+        let mime = loc.path().file_name().map_or_else(|| "text/plain".to_owned(), guess_mime);
+        Ok((content, mime))
+    }
+}
+
+/// `value` (or `default`) checked to lie in `1..=max`.
+pub(crate) fn bounded(
+    name: &str,
+    value: Option<u64>,
+    default: u64,
+    max: u64,
+) -> Result<u64, FsError> {
+    let v = value.unwrap_or(default);
+    if (1..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(FsError::invalid(format!("{name} must be between 1 and {max}; got {v}.")))
+    }
+}

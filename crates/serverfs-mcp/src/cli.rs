@@ -1,0 +1,200 @@
+//! Command line and environment (SPEC §2.1): every setting is a `--flag`
+//! with an environment-variable fallback; the flag wins.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+use clap::error::{ContextKind, ErrorKind};
+use clap::{CommandFactory, Parser, Subcommand};
+use serverfs_core::config::{arg_specs, slot_specs};
+use serverfs_core::{Limits, Policy, WorkdirSpec};
+use serverfs_server::HttpOptions;
+
+/// ServerFS MCP: a secure, read-only MCP server that exposes selected Linux
+/// directories as workdirs to AI agents in real time.
+#[derive(Debug, Parser)]
+#[command(name = "serverfs-mcp", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+
+    /// HTTP listen address (endpoint /mcp).
+    #[arg(long, env = "SERVERFS_LISTEN", default_value = "127.0.0.1:8000")]
+    pub(crate) listen: SocketAddr,
+
+    /// Serve one client on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub(crate) stdio: bool,
+
+    /// Where the Docker slots 01…16 are mounted (used when no --workdir).
+    #[arg(long, env = "SERVERFS_WORKDIRS_DIR", default_value = "/workdirs")]
+    pub(crate) workdirs_dir: PathBuf,
+
+    /// Name a workdir, ALIAS=PATH (repeatable); when given, slots are not read.
+    #[arg(long = "workdir", value_name = "ALIAS=PATH")]
+    pub(crate) workdirs: Vec<String>,
+
+    /// Describe a --workdir, ALIAS=TEXT (repeatable).
+    #[arg(long = "workdir-description", value_name = "ALIAS=TEXT")]
+    pub(crate) workdir_descriptions: Vec<String>,
+
+    /// TRACE, DEBUG, INFO, WARN or ERROR.
+    #[arg(long, env = "SERVERFS_LOG_LEVEL", default_value = "INFO")]
+    pub(crate) log_level: String,
+
+    /// Bytes one read may return.
+    #[arg(long, env = "SERVERFS_MAX_READ_BYTES", default_value_t = Limits::default().max_read_bytes)]
+    max_read_bytes: u64,
+
+    /// Lines one read may return.
+    #[arg(long, env = "SERVERFS_MAX_READ_LINES", default_value_t = Limits::default().max_read_lines)]
+    max_read_lines: u64,
+
+    /// Default list_directory page size.
+    #[arg(long, env = "SERVERFS_DEFAULT_LIST_LIMIT", default_value_t = Limits::default().default_list_limit)]
+    default_list_limit: u64,
+
+    /// Largest list_directory page.
+    #[arg(long, env = "SERVERFS_MAX_LIST_ENTRIES", default_value_t = Limits::default().max_list_entries)]
+    max_list_entries: u64,
+
+    /// Default number of find/search results.
+    #[arg(long, env = "SERVERFS_DEFAULT_SEARCH_RESULTS", default_value_t = Limits::default().default_search_results)]
+    default_search_results: u64,
+
+    /// Largest number of find/search results.
+    #[arg(long, env = "SERVERFS_MAX_SEARCH_RESULTS", default_value_t = Limits::default().max_search_results)]
+    max_search_results: u64,
+
+    /// Entries one find/search may visit.
+    #[arg(long, env = "SERVERFS_MAX_WALK_ENTRIES", default_value_t = Limits::default().max_walk_entries)]
+    max_walk_entries: u64,
+
+    /// Seconds one find/search may run.
+    #[arg(long, env = "SERVERFS_SEARCH_TIMEOUT_SECONDS", default_value_t = Limits::default().search_timeout.as_secs())]
+    search_timeout_seconds: u64,
+
+    /// Larger files are not searched.
+    #[arg(long, env = "SERVERFS_SEARCH_MAX_FILE_BYTES", default_value_t = Limits::default().search_max_file_bytes)]
+    search_max_file_bytes: u64,
+
+    /// Serve paths with components starting with '.' (credential deny rules still apply).
+    #[arg(long, env = "SERVERFS_ALLOW_HIDDEN", default_value = "false", value_parser = BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
+    allow_hidden: bool,
+
+    /// More deny globs, comma-separated (added to the built-in ones).
+    #[arg(long, env = "SERVERFS_EXTRA_DENY_GLOBS", value_delimiter = ',')]
+    extra_deny_globs: Vec<String>,
+
+    /// Accepted HTTP Host names, comma-separated.
+    #[arg(long, env = "SERVERFS_ALLOWED_HOSTS", value_delimiter = ',', default_values_t = serverfs_server::default_allowed_hosts())]
+    allowed_hosts: Vec<String>,
+
+    /// Extra accepted browser origins, comma-separated (scheme://host[:port|:*]).
+    #[arg(long, env = "SERVERFS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+
+    /// Largest accepted HTTP request body, in bytes.
+    #[arg(long, env = "SERVERFS_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    max_body_bytes: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Probe GET /healthz on the loopback port of SERVERFS_LISTEN (exit 0 if healthy).
+    Healthcheck,
+    /// Report uid/gid, writability of / and the workdirs, and visible secrets, as JSON.
+    Selfcheck,
+}
+
+/// Everything the server needs, validated.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) workdirs: Vec<WorkdirSpec>,
+    pub(crate) policy: Policy,
+    pub(crate) limits: Limits,
+    pub(crate) http: HttpOptions,
+}
+
+impl Cli {
+    /// Parses flags and environment; a bad value is one line and exit 2.
+    pub(crate) fn parse_or_exit() -> Self {
+        match Self::try_parse() {
+            Ok(cli) => cli,
+            Err(e) if matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) => {
+                let arg =
+                    e.get(ContextKind::InvalidArg).map(ToString::to_string).unwrap_or_default();
+                let value =
+                    e.get(ContextKind::InvalidValue).map(ToString::to_string).unwrap_or_default();
+                let flag = arg.split_whitespace().next().unwrap_or_default().to_owned();
+                let env = Self::command()
+                    .get_arguments()
+                    .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))
+                    .and_then(|a| a.get_env().map(|v| v.to_string_lossy().into_owned()));
+                let setting = env.map_or(flag.clone(), |env| format!("{env} ({flag})"));
+                eprintln!("serverfs-mcp: config error: {setting}: invalid value '{value}'");
+                std::process::exit(2);
+            }
+            Err(e) => e.exit(),
+        }
+    }
+
+    /// Validates limits, policy and workdirs (slots or --workdir).
+    pub(crate) fn config(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let limits = Limits {
+            max_read_bytes: self.max_read_bytes,
+            max_read_lines: self.max_read_lines,
+            default_list_limit: self.default_list_limit,
+            max_list_entries: self.max_list_entries,
+            default_search_results: self.default_search_results,
+            max_search_results: self.max_search_results,
+            max_walk_entries: self.max_walk_entries,
+            search_timeout: Duration::from_secs(self.search_timeout_seconds),
+            search_max_file_bytes: self.search_max_file_bytes,
+        };
+        limits.validate()?;
+        if self.max_body_bytes == 0 {
+            return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".into());
+        }
+        let hosts: Vec<String> = self
+            .allowed_hosts
+            .iter()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .collect();
+        if hosts.is_empty() {
+            return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".into());
+        }
+        let globs: Vec<String> = self
+            .extra_deny_globs
+            .iter()
+            .map(|g| g.trim().to_owned())
+            .filter(|g| !g.is_empty())
+            .collect();
+        let policy = Policy::new(self.allow_hidden, &globs)
+            .map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
+        let workdirs = if self.workdirs.is_empty() {
+            slot_specs(&self.workdirs_dir, env)?
+        } else {
+            arg_specs(&self.workdirs, &self.workdir_descriptions)?
+        };
+        Ok(Config {
+            workdirs,
+            policy,
+            limits,
+            http: HttpOptions {
+                listen: self.listen,
+                allowed_hosts: hosts,
+                extra_origins: self
+                    .allowed_origins
+                    .iter()
+                    .map(|o| o.trim().to_owned())
+                    .filter(|o| !o.is_empty())
+                    .collect(),
+                max_body_bytes: self.max_body_bytes,
+            },
+        })
+    }
+}

@@ -461,3 +461,51 @@ pub(crate) fn errno_error(e: Errno, loc: &Location<'_>) -> FsError {
 fn errno_words(e: Errno) -> String {
     std::io::Error::from(e).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = WorkdirSpec {
+            alias: "w".into(),
+            description: None,
+            host_path: dir.path().into(),
+            origin: "w".into(),
+        };
+        let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+        let loc = sandbox.locate("w", "x").unwrap();
+        for (errno, code) in [
+            (Errno::ACCESS, ErrorCode::AccessDenied),
+            (Errno::PERM, ErrorCode::AccessDenied),
+            (Errno::NOENT, ErrorCode::PathNotFound),
+            (Errno::NOTDIR, ErrorCode::PathNotFound),
+            (Errno::LOOP, ErrorCode::SymlinkNotAllowed),
+            (Errno::XDEV, ErrorCode::PathOutsideWorkdir),
+            (Errno::NXIO, ErrorCode::UnsupportedFileType),
+            (Errno::IO, ErrorCode::InternalError),
+        ] {
+            let e = errno_error(errno, &loc);
+            assert_eq!(e.code(), code, "{errno:?}");
+            assert!(e.detail().is_some());
+            assert!(!e.message().contains("os error"));
+        }
+    }
+
+    #[test]
+    fn sentinel_in_a_workdir_is_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(SENTINEL), "").unwrap();
+        let spec = WorkdirSpec {
+            alias: "w".into(),
+            description: None,
+            host_path: dir.path().into(),
+            origin: "workdir 'w'".into(),
+        };
+        let e = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap_err();
+        assert!(e.starts_with("workdir 'w':") && e.contains(SENTINEL), "{e}");
+        assert!(!e.contains(&*dir.path().to_string_lossy()));
+    }
+}

@@ -73,7 +73,8 @@ impl Fixture {
     }
     fn list(&self, path: &str) -> Result<Vec<String>, FsError> {
         let loc = self.sandbox.locate("a", path)?;
-        list_directory(&self.sandbox, &loc, 0, 500).map(|l| l.entries.into_iter().map(|e| e.name).collect())
+        list_directory(&self.sandbox, &loc, 0, 500)
+            .map(|l| l.entries.into_iter().map(|e| e.name).collect())
     }
 }
 
@@ -110,7 +111,14 @@ both_modes!(normal_paths, |f| {
 });
 
 both_modes!(traversal, |f| {
-    for p in ["..", "../", "../../", "foo/../../../etc/passwd", "../01-x/private.txt", "docs/../../outside.txt"] {
+    for p in [
+        "..",
+        "../",
+        "../../",
+        "foo/../../../etc/passwd",
+        "../01-x/private.txt",
+        "docs/../../outside.txt",
+    ] {
         assert_eq!(code(f.read(p)), ErrorCode::PathOutsideWorkdir, "{p}");
         assert_eq!(code(f.stat(p)), ErrorCode::PathOutsideWorkdir, "{p}");
         assert_eq!(code(f.list(p)), ErrorCode::PathOutsideWorkdir, "{p}");
@@ -119,13 +127,29 @@ both_modes!(traversal, |f| {
 });
 
 both_modes!(odd_syntax, |f| {
-    for p in ["a\0b", "C:\\Windows\\win.ini", "C:/Windows", "\\\\server\\share\\x", "docs\\guide.md", "..\\..\\etc"] {
+    for p in [
+        "a\0b",
+        "C:\\Windows\\win.ini",
+        "C:/Windows",
+        "\\\\server\\share\\x",
+        "docs\\guide.md",
+        "..\\..\\etc",
+    ] {
         assert_eq!(code(f.read(p)), ErrorCode::InvalidArgument, "{p:?}");
     }
 });
 
 both_modes!(symlinks_are_never_followed, |f| {
-    for p in ["link-file", "link-dir/guide.md", "link-etc/passwd", "link-other/private.txt", "link-broken", "link-environ", "link-up", "link-etc/"] {
+    for p in [
+        "link-file",
+        "link-dir/guide.md",
+        "link-etc/passwd",
+        "link-other/private.txt",
+        "link-broken",
+        "link-environ",
+        "link-up",
+        "link-etc/",
+    ] {
         assert_eq!(code(f.read(p)), ErrorCode::SymlinkNotAllowed, "{p}");
     }
     for p in ["link-dir", "link-etc", "link-other"] {
@@ -143,7 +167,14 @@ both_modes!(hidden_and_denied, |f| {
     assert_eq!(code(f.read(".config/app.toml")), ErrorCode::HiddenPathNotAllowed);
     assert_eq!(code(f.list(".config")), ErrorCode::HiddenPathNotAllowed);
     assert_eq!(code(f.stat(".hidden")), ErrorCode::HiddenPathNotAllowed);
-    for p in ["secret.env", ".env", "keys/Server.KEY", "keys/ID_RSA", "nonexistent/.ssh/id_rsa", "missing.pem"] {
+    for p in [
+        "secret.env",
+        ".env",
+        "keys/Server.KEY",
+        "keys/ID_RSA",
+        "nonexistent/.ssh/id_rsa",
+        "missing.pem",
+    ] {
         assert_eq!(code(f.read(p)), ErrorCode::DeniedPath, "{p}");
         assert_eq!(code(f.stat(p)), ErrorCode::DeniedPath, "{p}");
     }
@@ -177,7 +208,9 @@ both_modes!(kinds_and_missing, |f| {
 
 both_modes!(errors_never_name_host_paths, |f| {
     let host = f._dir.path().to_string_lossy().into_owned();
-    for p in ["missing.txt", "link-etc/passwd", "../x", "fifo", "docs", ".env", ".hidden", "README.md/x"] {
+    for p in
+        ["missing.txt", "link-etc/passwd", "../x", "fifo", "docs", ".env", ".hidden", "README.md/x"]
+    {
         let e = f.read(p).unwrap_err();
         assert!(!e.to_string().contains(&host) && !e.to_string().contains("/workdirs"), "{e}");
         assert!(e.to_string().starts_with(e.code().as_str()));
@@ -197,7 +230,12 @@ fn race(mode: ResolveMode) {
     std::fs::write(root.join("swap/passwd"), "safe\n").unwrap();
     std::fs::write(root.join("swap/hostname"), "safe\n").unwrap();
     symlink("/etc", root.join("evil")).unwrap();
-    let specs = vec![WorkdirSpec { alias: "w".into(), description: None, host_path: root.clone(), origin: "w".into() }];
+    let specs = vec![WorkdirSpec {
+        alias: "w".into(),
+        description: None,
+        host_path: root.clone(),
+        origin: "w".into(),
+    }];
     let sandbox = Sandbox::open(specs, Policy::new(false, &[]).unwrap()).unwrap().with_mode(mode);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -226,7 +264,8 @@ fn race(mode: ResolveMode) {
         for name in ["swap/passwd", "evil/passwd", "swap/hostname"] {
             let Ok(loc) = sandbox.locate("w", name) else { continue };
             if let Ok((file, _)) = sandbox.open_file(&loc) {
-                let content = read_page(&file, &loc, 1, 10, 4096).map(|p| p.content).unwrap_or_default();
+                let content =
+                    read_page(&file, &loc, 1, 10, 4096).map(|p| p.content).unwrap_or_default();
                 assert!(content.is_empty() || content == "safe\n", "escaped: {content:?}");
                 ok_reads += 1;
             }
@@ -236,7 +275,10 @@ fn race(mode: ResolveMode) {
                 && let Ok(listing) = list_directory(&sandbox, &loc, 0, 500)
             {
                 let names: Vec<_> = listing.entries.iter().map(|e| e.name.as_str()).collect();
-                assert!(names.iter().all(|n| ["passwd", "hostname"].contains(n)), "escaped: {names:?}");
+                assert!(
+                    names.iter().all(|n| ["passwd", "hostname"].contains(n)),
+                    "escaped: {names:?}"
+                );
                 assert!(names.len() <= 2, "escaped: {names:?}");
             }
         }

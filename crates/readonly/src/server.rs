@@ -47,7 +47,9 @@ impl std::fmt::Debug for ReadOnlyServer {
     }
 }
 
-/// The tool result type: structured output, or `CODE: message`.
+/// What every tool returns: structured output, or `CODE: message`. (Spelled
+/// out in each signature: rmcp derives `outputSchema` from the literal
+/// `Result<Json<T>, _>` form, not through an alias.)
 type ToolResult<T> = Result<Json<T>, String>;
 
 /// Result types report how many content bytes they return, for the log.
@@ -85,7 +87,7 @@ impl ReadOnlyServer {
     async fn list_workdirs(
         &self,
         Parameters(_): Parameters<ListWorkdirsArgs>,
-    ) -> ToolResult<ListWorkdirsResult> {
+    ) -> Result<Json<ListWorkdirsResult>, String> {
         self.call("list_workdirs", None, None, |fs| Ok(fs.list_workdirs())).await
     }
 
@@ -102,7 +104,7 @@ impl ReadOnlyServer {
     async fn list_directory(
         &self,
         Parameters(args): Parameters<ListDirectoryArgs>,
-    ) -> ToolResult<ListDirectoryResult> {
+    ) -> Result<Json<ListDirectoryResult>, String> {
         let (w, p) = (args.workdir.clone(), args.path.clone());
         self.call("list_directory", Some(w), Some(p), move |fs| fs.list_directory(&args)).await
     }
@@ -120,7 +122,7 @@ impl ReadOnlyServer {
     async fn read_text_file(
         &self,
         Parameters(args): Parameters<ReadTextFileArgs>,
-    ) -> ToolResult<ReadTextFileResult> {
+    ) -> Result<Json<ReadTextFileResult>, String> {
         let (w, p) = (args.workdir.clone(), args.path.clone());
         self.call("read_text_file", Some(w), Some(p), move |fs| fs.read_text_file(&args)).await
     }
@@ -138,7 +140,7 @@ impl ReadOnlyServer {
     async fn stat_file(
         &self,
         Parameters(args): Parameters<StatFileArgs>,
-    ) -> ToolResult<StatFileResult> {
+    ) -> Result<Json<StatFileResult>, String> {
         let (w, p) = (args.workdir.clone(), args.path.clone());
         self.call("stat_file", Some(w), Some(p), move |fs| fs.stat_file(&args)).await
     }

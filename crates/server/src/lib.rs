@@ -26,7 +26,14 @@ where
     S: rmcp::ServerHandler,
 {
     use rmcp::ServiceExt;
-    let running = server.serve(rmcp::transport::io::stdio_pipes()).await?;
-    running.waiting().await?;
-    Ok(())
+    use rmcp::service::ServerInitializeError;
+    match server.serve(rmcp::transport::io::stdio_pipes()).await {
+        Ok(running) => {
+            running.waiting().await?;
+            Ok(())
+        }
+        // The client went away before saying anything: a normal end.
+        Err(ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

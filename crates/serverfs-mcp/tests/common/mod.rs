@@ -1,0 +1,153 @@
+//! Shared helpers for the end-to-end tests: a fixture tree in a temp dir,
+//! the real binary started over HTTP or stdio, and a real rmcp client.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-mcp");
+
+/// The task book's fixture tree plus the hostile cases.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("test");
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("README.md", "# Fixture\nhello\n");
+        write("project/main.py", "import os\nDATABASE_URL = os.getenv(\"DATABASE_URL\")\n");
+        write("project/docker-compose.yml", "services:\n  app:\n    image: x\n");
+        write("secret.env", "TOKEN=do-not-leak\n");
+        write(".hidden/notes.txt", "hidden\n");
+        write("中文.txt", "你好，世界\n");
+        symlink("/etc", root.join("etc-link")).unwrap();
+        std::fs::create_dir(root.join("empty")).unwrap();
+        Self { dir }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("test")
+    }
+
+    pub fn workdir_arg(&self) -> String {
+        format!("test={}", self.root().display())
+    }
+}
+
+/// A running `serverfs-mcp` over HTTP on an ephemeral port.
+pub struct HttpServer {
+    pub child: Child,
+    pub url: String,
+    pub addr: String,
+}
+
+impl HttpServer {
+    pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(stderr).lines();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            assert!(Instant::now() < deadline, "server did not start");
+            let line = lines.next().expect("server exited before listening").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["event"] == "listening" {
+                break v["address"].as_str().unwrap().to_owned();
+            }
+        };
+        // keep draining stderr so the server never blocks on a full pipe
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Self { url: format!("http://{addr}/mcp"), addr, child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+pub fn lifecycles() -> Vec<(&'static str, ClientLifecycleMode)> {
+    vec![
+        ("initialize", ClientLifecycleMode::Initialize),
+        (
+            "2026-07-28",
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+    ]
+}
+
+pub async fn http_client(url: &str, lifecycle: ClientLifecycleMode) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    serve_client_with_lifecycle(ClientConfig::default(), transport, lifecycle).await.unwrap()
+}
+
+/// Calls a tool; returns (is_error, structured content or the error text).
+pub async fn call(client: &Client, tool: &str, args: Value) -> (bool, Value) {
+    let result: CallToolResult = client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let is_error = result.is_error.unwrap_or(false);
+    if is_error {
+        let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
+        (true, text)
+    } else {
+        (false, result.structured_content.clone().expect("structuredContent"))
+    }
+}
+
+/// The error code of a failed call, asserting it failed.
+pub async fn error_code(client: &Client, tool: &str, args: Value) -> String {
+    let (is_error, v) = call(client, tool, args.clone()).await;
+    assert!(is_error, "{tool} {args} unexpectedly succeeded: {v}");
+    let text = v.as_str().unwrap();
+    text.split(':').next().unwrap().to_owned()
+}
+
+pub fn assert_no_host_path(haystack: &str, root: &Path) {
+    let host = root.parent().unwrap().to_string_lossy().into_owned();
+    assert!(!haystack.contains(&host), "host path leaked: {haystack}");
+    assert!(!haystack.contains("/workdirs/"), "slot path leaked: {haystack}");
+}

@@ -1,0 +1,133 @@
+//! Start-up configuration through the real binary: the Docker slot layout,
+//! and every kind of bad setting exiting 2 with one line that names the
+//! slot or setting and never a host path.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::json;
+
+const SENTINEL: &str = ".serverfs-disabled";
+
+/// `dir/01`…`dir/16`, all disabled like Compose's `.empty` mounts.
+fn slots(dir: &Path) {
+    for n in 1..=16 {
+        let slot = dir.join(format!("{n:02}"));
+        std::fs::create_dir_all(&slot).unwrap();
+        std::fs::write(slot.join(SENTINEL), "").unwrap();
+    }
+}
+
+fn enable(dir: &Path, n: u32) {
+    std::fs::remove_file(dir.join(format!("{n:02}")).join(SENTINEL)).unwrap();
+}
+
+/// Runs the binary to completion (it must fail fast) with `env`.
+fn run_failing(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("SERVERFS_WORKDIRS_DIR", dir)
+        .env("SERVERFS_LISTEN", "127.0.0.1:0")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "expected exit 2, got {:?}: {stderr}", out.status);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line: {stderr}");
+    assert!(!stderr.contains(&*dir.to_string_lossy()), "host path in: {stderr}");
+    lines[0].to_owned()
+}
+
+#[test]
+fn slot_errors_name_the_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    slots(dir.path());
+    // alias set but nothing mounted (sentinel present)
+    let line = run_failing(dir.path(), &[("WORKDIR_03_ALIAS", "logs")], &[]);
+    assert!(line.contains("slot 03:"), "{line}");
+    // mounted but no alias
+    enable(dir.path(), 4);
+    let line = run_failing(dir.path(), &[("WORKDIR_01_ALIAS", "")], &[]);
+    assert!(line.contains("slot 04:"), "{line}");
+    // invalid and duplicate aliases
+    enable(dir.path(), 5);
+    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "ok"), ("WORKDIR_05_ALIAS", "../x")], &[]);
+    assert!(line.contains("slot 05:") && line.contains("invalid"), "{line}");
+    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "same"), ("WORKDIR_05_ALIAS", "same")], &[]);
+    assert!(line.contains("slot 05:") && line.contains("slot 04"), "{line}");
+    // a slot directory missing
+    std::fs::remove_dir_all(dir.path().join("16")).unwrap();
+    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "a"), ("WORKDIR_05_ALIAS", "b")], &[]);
+    assert!(line.contains("slot 16:"), "{line}");
+}
+
+#[test]
+fn bad_settings_name_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    slots(dir.path());
+    enable(dir.path(), 1);
+    let base = [("WORKDIR_01_ALIAS", "projects")];
+    for (key, value) in [
+        ("SERVERFS_MAX_READ_BYTES", "abc"),
+        ("SERVERFS_MAX_READ_BYTES", "-1"),
+        ("SERVERFS_MAX_READ_BYTES", "0"),
+        ("SERVERFS_MAX_READ_LINES", "0"),
+        ("SERVERFS_MAX_WALK_ENTRIES", "1e9"),
+        ("SERVERFS_SEARCH_TIMEOUT_SECONDS", "0"),
+        ("SERVERFS_DEFAULT_LIST_LIMIT", "501"),
+        ("SERVERFS_DEFAULT_SEARCH_RESULTS", "101"),
+        ("SERVERFS_ALLOW_HIDDEN", "maybe"),
+        ("SERVERFS_LOG_LEVEL", "LOUD"),
+        ("SERVERFS_LISTEN", "not-an-address"),
+        ("SERVERFS_EXTRA_DENY_GLOBS", "[unclosed"),
+    ] {
+        let mut env = base.to_vec();
+        env.push((key, value));
+        let line = run_failing(dir.path(), &env, &[]);
+        assert!(line.contains(key), "{key}={value}: {line}");
+    }
+}
+
+#[test]
+fn workdir_flag_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let arg = format!("a={}", real.display());
+    assert!(run_failing(dir.path(), &[], &["--workdir", &arg, "--workdir", &arg]).contains("'a'"));
+    assert!(run_failing(dir.path(), &[], &["--workdir", "bad alias=/tmp"]).contains("invalid"));
+    let missing = format!("m={}", dir.path().join("missing").display());
+    assert!(run_failing(dir.path(), &[], &["--workdir", &missing]).contains("workdir 'm'"));
+    std::fs::write(real.join(SENTINEL), "").unwrap();
+    assert!(run_failing(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+}
+
+#[tokio::test]
+async fn sixteen_slots_serve_in_slot_order() {
+    let dir = tempfile::tempdir().unwrap();
+    slots(dir.path());
+    let mut env: Vec<(String, String)> = Vec::new();
+    for n in 1..=16u32 {
+        enable(dir.path(), n);
+        env.push((format!("WORKDIR_{n:02}_ALIAS"), format!("w{n:02}")));
+    }
+    env.push(("WORKDIR_02_DESCRIPTION".into(), "Application logs".into()));
+    env.push(("SERVERFS_WORKDIRS_DIR".into(), dir.path().to_string_lossy().into_owned()));
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let server = HttpServer::start_with_env(&[], &env_ref);
+    let client = http_client(&server.url, rmcp::service::ClientLifecycleMode::Initialize).await;
+    let (err, v) = call(&client, "list_workdirs", json!({})).await;
+    assert!(!err);
+    let aliases: Vec<&str> = v["workdirs"].as_array().unwrap().iter().map(|w| w["alias"].as_str().unwrap()).collect();
+    let expected: Vec<String> = (1..=16).map(|n| format!("w{n:02}")).collect();
+    assert_eq!(aliases, expected);
+    assert_eq!(v["workdirs"][1]["description"], "Application logs");
+    assert_eq!(v["workdirs"][0]["description"], serde_json::Value::Null);
+    assert!(!v.to_string().contains("/0"), "slot paths leaked: {v}");
+    client.cancel().await.unwrap();
+}

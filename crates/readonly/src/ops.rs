@@ -5,9 +5,12 @@ use serverfs_core::entries::{self, guess_mime};
 use serverfs_core::text;
 use serverfs_core::{EntryKind, FsError, Limits, Sandbox};
 
+use serverfs_search::{Budget, SearchQuery};
+
 use crate::schema::{
-    DirectoryEntry, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsResult, ReadTextFileArgs,
-    ReadTextFileResult, StatFileArgs, StatFileResult, WorkdirInfo,
+    DirectoryEntry, FindFilesArgs, FindFilesResult, FoundEntry, ListDirectoryArgs,
+    ListDirectoryResult, ListWorkdirsResult, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
+    SearchTextResult, StatFileArgs, StatFileResult, TextMatch, WorkdirInfo,
 };
 
 /// Everything a call needs, built once at start-up.
@@ -126,6 +129,67 @@ impl ReadOnlyFs {
             modified_at: info.modified_at,
             mime_type,
         })
+    }
+
+    pub(crate) fn find_files(
+        &self,
+        args: &FindFilesArgs,
+        budget: &Budget,
+    ) -> Result<FindFilesResult, FsError> {
+        let limit = self.search_limit(args.limit)?;
+        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let found = serverfs_search::find_files(&self.sandbox, &loc, &args.pattern, limit, budget)?;
+        let matches: Vec<FoundEntry> = found
+            .matches
+            .into_iter()
+            .map(|m| FoundEntry { path: m.path, kind: m.kind.into() })
+            .collect();
+        Ok(FindFilesResult {
+            returned: matches.len() as u64,
+            matches,
+            truncated: found.truncated_reason.is_some(),
+            truncated_reason: found.truncated_reason.map(Into::into),
+        })
+    }
+
+    pub(crate) fn search_text(
+        &self,
+        args: &SearchTextArgs,
+        budget: &Budget,
+    ) -> Result<SearchTextResult, FsError> {
+        let limit = self.search_limit(args.limit)?;
+        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let query = SearchQuery {
+            query: &args.query,
+            glob: args.glob.as_deref(),
+            case_sensitive: args.case_sensitive,
+            limit,
+            max_file_bytes: self.limits.search_max_file_bytes,
+        };
+        let found = serverfs_search::search_text(&self.sandbox, &loc, &query, budget)?;
+        let matches: Vec<TextMatch> = found
+            .matches
+            .into_iter()
+            .map(|m| TextMatch { path: m.path, line: m.line, text: m.text })
+            .collect();
+        Ok(SearchTextResult {
+            returned: matches.len() as u64,
+            matches,
+            truncated: found.truncated_reason.is_some(),
+            truncated_reason: found.truncated_reason.map(Into::into),
+        })
+    }
+
+    /// A fresh budget for one find/search call.
+    pub(crate) fn search_budget(
+        &self,
+        cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Budget {
+        Budget::new(self.limits.max_walk_entries, self.limits.search_timeout, cancel)
+    }
+
+    fn search_limit(&self, limit: Option<u64>) -> Result<u64, FsError> {
+        bounded("limit", limit, self.limits.default_search_results, self.limits.max_search_results)
     }
 
     /// The whole text of `alias:/path` for `resources/read`: the same

@@ -145,6 +145,16 @@ pub enum TruncatedReason {
     SearchTimeout,
 }
 
+impl From<serverfs_search::TruncatedReason> for TruncatedReason {
+    fn from(reason: serverfs_search::TruncatedReason) -> Self {
+        match reason {
+            serverfs_search::TruncatedReason::SearchLimitReached => Self::SearchLimitReached,
+            serverfs_search::TruncatedReason::WalkLimitReached => Self::WalkLimitReached,
+            serverfs_search::TruncatedReason::SearchTimeout => Self::SearchTimeout,
+        }
+    }
+}
+
 /// find_files result.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FindFilesResult {

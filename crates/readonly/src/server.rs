@@ -7,6 +7,7 @@
 //! path and no OS error text; each call is logged as one flat JSON line.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -19,11 +20,14 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_core::{ErrorCode, FsError};
+use serverfs_search::Budget;
+use tokio_util::sync::CancellationToken;
 
 use crate::ops::ReadOnlyFs;
 use crate::schema::{
-    ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs, ListWorkdirsResult, ReadTextFileArgs,
-    ReadTextFileResult, StatFileArgs, StatFileResult,
+    FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
+    ListWorkdirsResult, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs, SearchTextResult,
+    StatFileArgs, StatFileResult,
 };
 use crate::uri;
 
@@ -61,6 +65,8 @@ trait Reported {
 impl Reported for ListWorkdirsResult {}
 impl Reported for ListDirectoryResult {}
 impl Reported for StatFileResult {}
+impl Reported for FindFilesResult {}
+impl Reported for SearchTextResult {}
 impl Reported for ReadTextFileResult {
     fn bytes_returned(&self) -> u64 {
         self.bytes_returned
@@ -107,6 +113,46 @@ impl ReadOnlyServer {
     ) -> Result<Json<ListDirectoryResult>, String> {
         let (w, p) = (args.workdir.clone(), args.path.clone());
         self.call("list_directory", Some(w), Some(p), move |fs| fs.list_directory(&args)).await
+    }
+
+    #[tool(
+        description = "Find files and directories by name below a directory of a workdir. pattern is a glob on the entry name (*.py, *compose*.yml, {a,b}.txt); a pattern with / matches the path relative to path (** allowed). Depth-first, names in byte order; stops at limit. Hidden and credential files are skipped; symlinks are never followed.",
+        annotations(
+            title = "Find files",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn find_files(
+        &self,
+        Parameters(args): Parameters<FindFilesArgs>,
+        ct: CancellationToken,
+    ) -> Result<Json<FindFilesResult>, String> {
+        let (w, p) = (args.workdir.clone(), args.path.clone());
+        self.search_call("find_files", w, p, ct, move |fs, budget| fs.find_files(&args, budget))
+            .await
+    }
+
+    #[tool(
+        description = "Search the text of files below a path of a workdir for a literal string (not a regular expression). Returns matching lines (path, line number, text cut to 500 bytes) in walk order then line order, at most limit. glob filters file names. Binary, special, hidden, credential and very large files are skipped.",
+        annotations(
+            title = "Search text",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn search_text(
+        &self,
+        Parameters(args): Parameters<SearchTextArgs>,
+        ct: CancellationToken,
+    ) -> Result<Json<SearchTextResult>, String> {
+        let (w, p) = (args.workdir.clone(), args.path.clone());
+        self.search_call("search_text", w, p, ct, move |fs, budget| fs.search_text(&args, budget))
+            .await
     }
 
     #[tool(
@@ -169,6 +215,44 @@ impl ReadOnlyServer {
         let bytes = outcome.as_ref().map_or(0, Reported::bytes_returned);
         log_call(tool, workdir.as_deref(), path.as_deref(), bytes, started, outcome.as_ref().err());
         outcome.map(Json).map_err(|e| e.to_string())
+    }
+}
+
+impl ReadOnlyServer {
+    /// [`Self::call`] with a search budget whose cancel flag is raised when
+    /// the client cancels or disconnects (`ct`), or when this future is
+    /// dropped, so an abandoned walk stops at its next check.
+    async fn search_call<T, F>(
+        &self,
+        tool: &'static str,
+        workdir: String,
+        path: String,
+        ct: CancellationToken,
+        op: F,
+    ) -> Result<Json<T>, String>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&ReadOnlyFs, &Budget) -> Result<T, FsError> + Send + 'static,
+    {
+        struct RaiseOnDrop(Arc<AtomicBool>);
+        impl Drop for RaiseOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _raise = RaiseOnDrop(Arc::clone(&cancel));
+        let watcher = {
+            let cancel = Arc::clone(&cancel);
+            tokio::spawn(async move {
+                ct.cancelled().await;
+                cancel.store(true, Ordering::Relaxed);
+            })
+        };
+        let budget = self.fs.search_budget(cancel);
+        let result = self.call(tool, Some(workdir), Some(path), move |fs| op(fs, &budget)).await;
+        watcher.abort();
+        result
     }
 }
 

@@ -1,1 +1,29 @@
-//! placeholder
+//! find_files and search_text for ServerFS, on ripgrep's own library
+//! crates (`ignore`, `globset`, `grep-searcher`, `grep-regex`) in-process:
+//! no subprocess, no shell, nothing a client string could inject into.
+//!
+//! Guarantees (SPEC §2.3, §2.6):
+//! - One walk ([`walk`]) for both tools: depth-first, names in byte order,
+//!   streamed, filtered by the core [`Policy`](serverfs_core::Policy) (the
+//!   same hidden/deny rule as the resolver), symlinks never followed.
+//! - Nothing found by the walk is trusted: find results are confirmed with
+//!   an `lstat` beneath the workdir's root handle, and files are searched
+//!   only through handles the core resolver opened, so a directory swapped
+//!   for a symlink cannot leak a foreign name or byte.
+//! - Every call is bounded by a [`Budget`]: `limit + 1` matches, the walk
+//!   entry cap, the deadline and a cancel flag, checked per entry and per
+//!   read inside a file.
+//! - Plain synchronous code: run it on a blocking thread and set the
+//!   budget's cancel flag to stop it.
+
+pub mod budget;
+pub mod find;
+pub mod search;
+pub mod walk;
+
+pub use budget::{Budget, TruncatedReason};
+pub use find::{FindOutcome, FoundEntry, find_files};
+pub use search::{
+    MAX_LINE_BYTES, MAX_QUERY_CHARS, MAX_TEXT_BYTES, SearchOutcome, SearchQuery, TextMatch,
+    search_text,
+};

@@ -56,13 +56,16 @@ fn slot_errors_name_the_slot() {
     assert!(line.contains("slot 04:"), "{line}");
     // invalid and duplicate aliases
     enable(dir.path(), 5);
-    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "ok"), ("WORKDIR_05_ALIAS", "../x")], &[]);
+    let line =
+        run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "ok"), ("WORKDIR_05_ALIAS", "../x")], &[]);
     assert!(line.contains("slot 05:") && line.contains("invalid"), "{line}");
-    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "same"), ("WORKDIR_05_ALIAS", "same")], &[]);
+    let line =
+        run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "same"), ("WORKDIR_05_ALIAS", "same")], &[]);
     assert!(line.contains("slot 05:") && line.contains("slot 04"), "{line}");
     // a slot directory missing
     std::fs::remove_dir_all(dir.path().join("16")).unwrap();
-    let line = run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "a"), ("WORKDIR_05_ALIAS", "b")], &[]);
+    let line =
+        run_failing(dir.path(), &[("WORKDIR_04_ALIAS", "a"), ("WORKDIR_05_ALIAS", "b")], &[]);
     assert!(line.contains("slot 16:"), "{line}");
 }
 
@@ -123,7 +126,8 @@ async fn sixteen_slots_serve_in_slot_order() {
     let client = http_client(&server.url, rmcp::service::ClientLifecycleMode::Initialize).await;
     let (err, v) = call(&client, "list_workdirs", json!({})).await;
     assert!(!err);
-    let aliases: Vec<&str> = v["workdirs"].as_array().unwrap().iter().map(|w| w["alias"].as_str().unwrap()).collect();
+    let aliases: Vec<&str> =
+        v["workdirs"].as_array().unwrap().iter().map(|w| w["alias"].as_str().unwrap()).collect();
     let expected: Vec<String> = (1..=16).map(|n| format!("w{n:02}")).collect();
     assert_eq!(aliases, expected);
     assert_eq!(v["workdirs"][1]["description"], "Application logs");

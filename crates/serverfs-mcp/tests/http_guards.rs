@@ -50,12 +50,18 @@ async fn tunnel_client_probe_sequence() {
     let (h, _fx) = Http::start(&[]);
     // OAuth discovery: bodiless POST, then GET, then the PRMD paths; never 401
     let r = h.client.post(&h.server.url).header("Accept", "application/json").send().await.unwrap();
-    assert!(r.status().is_client_error() && r.status() != StatusCode::UNAUTHORIZED, "{}", r.status());
+    assert!(
+        r.status().is_client_error() && r.status() != StatusCode::UNAUTHORIZED,
+        "{}",
+        r.status()
+    );
     assert!(r.headers().get("www-authenticate").is_none());
     let r = h.client.get(&h.server.url).header("Accept", "application/json").send().await.unwrap();
     assert_ne!(r.status(), StatusCode::UNAUTHORIZED);
     let base = h.server.url.trim_end_matches("/mcp");
-    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"] {
+    for path in
+        ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]
+    {
         let r = h.client.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
     }
@@ -102,23 +108,39 @@ async fn legacy_versions_are_echoed() {
 
 #[tokio::test]
 async fn host_and_origin_checks() {
-    let (h, _fx) = Http::start(&["--allowed-hosts", "localhost,127.0.0.1,serverfs-mcp,mcp.example.com"]);
+    let (h, _fx) =
+        Http::start(&["--allowed-hosts", "localhost,127.0.0.1,serverfs-mcp,mcp.example.com"]);
     let port = h.server.addr.rsplit(':').next().unwrap().to_owned();
     let status = |r: reqwest::Response| r.status();
     // foreign Host: DNS rebinding
     let r = h.post(&initialize("2025-06-18")).header("Host", "evil.example").send().await.unwrap();
     assert_eq!(status(r), StatusCode::FORBIDDEN);
     // foreign Origin
-    let r = h.post(&initialize("2025-06-18")).header("Origin", "https://evil.example").send().await.unwrap();
+    let r = h
+        .post(&initialize("2025-06-18"))
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status(r), StatusCode::FORBIDDEN);
     let r = h.post(&initialize("2025-06-18")).header("Origin", "null").send().await.unwrap();
     assert_eq!(status(r), StatusCode::FORBIDDEN);
     // the server's own origins pass
-    for origin in [format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}"), "https://mcp.example.com".into()] {
-        let r = h.post(&initialize("2025-06-18")).header("Origin", origin.as_str()).send().await.unwrap();
+    for origin in [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        "https://mcp.example.com".into(),
+    ] {
+        let r = h
+            .post(&initialize("2025-06-18"))
+            .header("Origin", origin.as_str())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(status(r), StatusCode::OK, "{origin}");
     }
-    let r = h.post(&initialize("2025-06-18")).header("Host", "mcp.example.com").send().await.unwrap();
+    let r =
+        h.post(&initialize("2025-06-18")).header("Host", "mcp.example.com").send().await.unwrap();
     assert_eq!(status(r), StatusCode::OK);
     h.healthy_initialize().await;
 }
@@ -142,17 +164,41 @@ async fn malformed_and_oversized_requests_get_4xx_and_service_continues() {
             .send()
             .await
             .unwrap();
-        assert!(r.status().is_client_error() || r.status() == StatusCode::OK, "{body:?}: {}", r.status());
+        assert!(
+            r.status().is_client_error() || r.status() == StatusCode::OK,
+            "{body:?}: {}",
+            r.status()
+        );
         if r.status() == StatusCode::OK {
             let v: Value = r.json().await.unwrap();
             assert!(v.get("error").is_some(), "{body:?}: {v}");
         }
     }
-    let r = h.client.post(&h.server.url).header("Content-Type", "application/json").body("{}").send().await.unwrap();
+    let r = h
+        .client
+        .post(&h.server.url)
+        .header("Content-Type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
-    let r = h.client.post(&h.server.url).header("Accept", ACCEPT).header("Content-Type", "text/plain").body("{}").send().await.unwrap();
+    let r = h
+        .client
+        .post(&h.server.url)
+        .header("Accept", ACCEPT)
+        .header("Content-Type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let r = h.post(&initialize("2025-06-18")).header("Mcp-Protocol-Version", "1999-01-01").send().await.unwrap();
+    let r = h
+        .post(&initialize("2025-06-18"))
+        .header("Mcp-Protocol-Version", "1999-01-01")
+        .send()
+        .await
+        .unwrap();
     assert!(r.status().is_client_error() || r.status().is_success());
     h.healthy_initialize().await;
 }
@@ -165,7 +211,10 @@ async fn health_endpoint_and_unknown_paths() {
     assert_eq!(r.status(), StatusCode::OK);
     for path in ["/", "/admin", "/mcp/../etc/passwd", "/files/x"] {
         let r = h.client.get(format!("{base}{path}")).send().await.unwrap();
-        assert!(r.status() == StatusCode::NOT_FOUND || r.status() == StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert!(
+            r.status() == StatusCode::NOT_FOUND || r.status() == StatusCode::METHOD_NOT_ALLOWED,
+            "{path}"
+        );
     }
 }
 
@@ -183,6 +232,10 @@ fn healthcheck_subcommand() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = listener.local_addr().unwrap().to_string();
     drop(listener);
-    let down = std::process::Command::new(BIN).args(["healthcheck"]).env("SERVERFS_LISTEN", dead).status().unwrap();
+    let down = std::process::Command::new(BIN)
+        .args(["healthcheck"])
+        .env("SERVERFS_LISTEN", dead)
+        .status()
+        .unwrap();
     assert_eq!(down.code(), Some(1));
 }

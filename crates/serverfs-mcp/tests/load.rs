@@ -30,7 +30,8 @@ fn status_kib(pid: u32, key: &str) -> u64 {
 async fn concurrent_clients_no_failures_no_fd_leak() {
     let fx = Fixture::new();
     for i in 0..50 {
-        std::fs::write(fx.root().join(format!("project/file{i:02}.txt")), "line\n".repeat(100)).unwrap();
+        std::fs::write(fx.root().join(format!("project/file{i:02}.txt")), "line\n".repeat(100))
+            .unwrap();
     }
     let server = HttpServer::start(&["--workdir", &fx.workdir_arg()]);
     let pid = server.pid();

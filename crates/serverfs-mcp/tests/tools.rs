@@ -9,7 +9,8 @@ use rmcp::model::ReadResourceRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 4] = ["list_directory", "list_workdirs", "read_text_file", "stat_file"];
+const TOOLS: [&str; 6] =
+    ["find_files", "list_directory", "list_workdirs", "read_text_file", "search_text", "stat_file"];
 
 /// Every tool and the resource template, asserting results and that no
 /// response ever names a host path.
@@ -125,6 +126,28 @@ async fn exercise(client: &Client, fx: &Fixture) {
         ("list_directory", json!({"workdir": "test", "limit": 501}), "INVALID_ARGUMENT"),
         ("list_directory", json!({"workdir": "nope"}), "WORKDIR_NOT_FOUND"),
         ("stat_file", json!({"workdir": "test", "path": "C:\\Windows"}), "INVALID_ARGUMENT"),
+        (
+            "find_files",
+            json!({"workdir": "test", "pattern": "*", "limit": 101}),
+            "INVALID_ARGUMENT",
+        ),
+        (
+            "find_files",
+            json!({"workdir": "test", "path": "etc-link", "pattern": "*"}),
+            "SYMLINK_NOT_ALLOWED",
+        ),
+        (
+            "find_files",
+            json!({"workdir": "test", "path": "../", "pattern": "*"}),
+            "PATH_OUTSIDE_WORKDIR",
+        ),
+        ("search_text", json!({"workdir": "test", "query": ""}), "INVALID_ARGUMENT"),
+        ("search_text", json!({"workdir": "test", "query": "x", "limit": 0}), "INVALID_ARGUMENT"),
+        (
+            "search_text",
+            json!({"workdir": "test", "path": ".hidden", "query": "x"}),
+            "HIDDEN_PATH_NOT_ALLOWED",
+        ),
     ] {
         let (is_error, text) = call(client, tool, args.clone()).await;
         assert!(is_error, "{tool} {args}");

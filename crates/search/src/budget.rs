@@ -1,0 +1,167 @@
+//! The cost budget of one find/search call: a walk-entry cap, a wall-clock
+//! deadline and a cancel flag.
+//!
+//! Guarantees:
+//! - [`Budget::check`] is cheap (one relaxed atomic load and one monotonic
+//!   clock read), so the walk calls it for every entry and the file reader
+//!   for every chunk it reads: neither a huge tree nor one huge file can
+//!   outlive the deadline or a cancellation by more than one entry or one
+//!   read.
+//! - Cancellation is cooperative: whoever owns the flag (the server, when
+//!   the client cancels or disconnects) sets it, and the search stops at its
+//!   next check with what it has. The outcome then says `SEARCH_TIMEOUT`;
+//!   the caller, which set the flag, knows better and discards it
+//!   ([`Budget::is_cancelled`]).
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Why a find/search returned before the whole tree was seen (SPEC §2.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TruncatedReason {
+    /// Match `limit + 1` exists; `limit` matches are returned.
+    SearchLimitReached,
+    /// `max_walk_entries` entries were visited and more remained.
+    WalkLimitReached,
+    /// The deadline passed (or the call was cancelled).
+    SearchTimeout,
+}
+
+impl TruncatedReason {
+    /// The wire form: `SEARCH_LIMIT_REACHED`, `WALK_LIMIT_REACHED`,
+    /// `SEARCH_TIMEOUT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SearchLimitReached => "SEARCH_LIMIT_REACHED",
+            Self::WalkLimitReached => "WALK_LIMIT_REACHED",
+            Self::SearchTimeout => "SEARCH_TIMEOUT",
+        }
+    }
+}
+
+impl std::fmt::Display for TruncatedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Limits of one call. Build it when the call starts: the deadline is
+/// `now + timeout`.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    max_walk_entries: u64,
+    /// `None` when `now + timeout` does not fit an `Instant` (no deadline).
+    deadline: Option<Instant>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Budget {
+    /// A budget of `max_walk_entries` visited entries and `timeout` of wall
+    /// clock from now; setting `cancel` stops the call at its next check.
+    pub fn new(max_walk_entries: u64, timeout: Duration, cancel: Arc<AtomicBool>) -> Self {
+        Self { max_walk_entries, deadline: Instant::now().checked_add(timeout), cancel }
+    }
+
+    /// Entries one walk may visit.
+    pub fn max_walk_entries(&self) -> u64 {
+        self.max_walk_entries
+    }
+
+    /// Whether the cancel flag is set.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// `Err(SearchTimeout)` once the deadline passed or the flag is set.
+    pub(crate) fn check(&self) -> Result<(), TruncatedReason> {
+        let late = self.deadline.is_some_and(|d| Instant::now() >= d);
+        if late || self.is_cancelled() { Err(TruncatedReason::SearchTimeout) } else { Ok(()) }
+    }
+}
+
+/// The error a [`BudgetReader`] fails a read with; recognised by
+/// [`is_budget_stop`].
+#[derive(Debug)]
+struct BudgetExhausted;
+
+impl std::fmt::Display for BudgetExhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("search budget exhausted")
+    }
+}
+
+impl std::error::Error for BudgetExhausted {}
+
+/// Whether `err` came from a [`BudgetReader`] refusing to read on.
+pub(crate) fn is_budget_stop(err: &io::Error) -> bool {
+    err.get_ref().is_some_and(|inner| inner.is::<BudgetExhausted>())
+}
+
+/// Checks the budget before every read, so a search inside one long file
+/// stops within one buffer fill of the deadline or a cancellation. The
+/// error kind is `Other`, never `Interrupted`, which `std` read loops
+/// would retry.
+pub(crate) struct BudgetReader<'b, R> {
+    inner: R,
+    budget: &'b Budget,
+}
+
+impl<'b, R: Read> BudgetReader<'b, R> {
+    pub(crate) fn new(inner: R, budget: &'b Budget) -> Self {
+        Self { inner, budget }
+    }
+}
+
+impl<R: Read> Read for BudgetReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.budget.check().is_err() {
+            return Err(io::Error::other(BudgetExhausted));
+        }
+        self.inner.read(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names() {
+        assert_eq!(TruncatedReason::SearchLimitReached.as_str(), "SEARCH_LIMIT_REACHED");
+        assert_eq!(TruncatedReason::WalkLimitReached.as_str(), "WALK_LIMIT_REACHED");
+        assert_eq!(TruncatedReason::SearchTimeout.to_string(), "SEARCH_TIMEOUT");
+    }
+
+    #[test]
+    fn deadline_and_cancel_stop() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let open = Budget::new(10, Duration::from_secs(60), flag.clone());
+        assert_eq!(open.check(), Ok(()));
+        flag.store(true, Ordering::Relaxed);
+        assert_eq!(open.check(), Err(TruncatedReason::SearchTimeout));
+        assert!(open.is_cancelled());
+
+        let late = Budget::new(10, Duration::ZERO, Arc::new(AtomicBool::new(false)));
+        assert_eq!(late.check(), Err(TruncatedReason::SearchTimeout));
+
+        // A timeout too large for `Instant` means no deadline, not a panic.
+        let endless = Budget::new(10, Duration::MAX, Arc::new(AtomicBool::new(false)));
+        assert_eq!(endless.check(), Ok(()));
+    }
+
+    #[test]
+    fn reader_fails_once_budget_is_gone() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let budget = Budget::new(10, Duration::from_secs(60), flag.clone());
+        let mut reader = BudgetReader::new(io::repeat(b'a'), &budget);
+        let mut buf = [0u8; 16];
+        assert_eq!(reader.read(&mut buf).unwrap(), 16);
+        flag.store(true, Ordering::Relaxed);
+        let err = reader.read(&mut buf).unwrap_err();
+        assert!(is_budget_stop(&err));
+        assert_ne!(err.kind(), io::ErrorKind::Interrupted);
+        assert!(!is_budget_stop(&io::Error::other("disk")));
+    }
+}

@@ -1,0 +1,529 @@
+//! search_text (SPEC §2.3, §2.6): lines holding a literal string, with
+//! ripgrep's searcher.
+//!
+//! Guarantees:
+//! - The query is literal (regex metacharacters are plain characters);
+//!   case-insensitive matching uses Unicode simple case folding (`ÄBC`
+//!   finds `äbc`). One match per line, files in walk order, lines
+//!   ascending: the same tree and query give the same result.
+//! - Only regular files that are visible under the policy are searched, and
+//!   only through a handle [`Sandbox::open_file`] opened beneath the root
+//!   without following any symlink; symlinks, FIFOs, sockets and devices
+//!   are never opened for reading. Files larger than `max_file_bytes` (by
+//!   `fstat` on that handle) are skipped, and no file is read past
+//!   `max_file_bytes` even if it grows meanwhile.
+//! - Binary files — a NUL byte anywhere in what is read — yield no match at
+//!   all: a file's matches are held back until the file is known to be
+//!   text, and when the limit is reached inside a file the rest of that
+//!   file is still scanned for NUL before its matches count. UTF-16 files
+//!   (NUL-laden) are therefore binary, as in read_text_file.
+//! - `text` is the matching line without its terminator (and without a
+//!   UTF-8 BOM on line 1), cut to at most [`MAX_TEXT_BYTES`] bytes around
+//!   the match on character boundaries, so a minified 2 MB line gives a
+//!   short snippet. Bytes of the snippet that are not valid UTF-8 are
+//!   *marked* with U+FFFD (the path and line number stay exact; read_text_file
+//!   will refuse such a file with `UNSUPPORTED_TEXT_ENCODING`).
+//! - Memory is bounded: one reusable buffer per call, grown to the longest
+//!   line but never past [`MAX_LINE_BYTES`]; a file with a longer line is
+//!   skipped.
+//! - The deadline and cancel flag are checked per walked entry and per read
+//!   inside a file.
+
+use std::io::{self, Read};
+use std::ops::Range;
+
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
+use serverfs_core::{EntryKind, FsError, Location, RelPath, Sandbox};
+
+use crate::budget::{Budget, BudgetReader, TruncatedReason, is_budget_stop};
+use crate::walk::{NameGlob, Step, TreeWalk};
+
+/// Longest accepted query, in characters.
+pub const MAX_QUERY_CHARS: usize = 1000;
+/// Longest `text` returned for one match, in bytes.
+pub const MAX_TEXT_BYTES: usize = 500;
+/// Longest line the searcher buffers; a file with a longer line is skipped
+/// (bounded memory per concurrent search).
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// One search_text result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextMatch {
+    /// Relative to the workdir root.
+    pub path: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// The line, or at most [`MAX_TEXT_BYTES`] of it around the match.
+    pub text: String,
+}
+
+/// What search_text returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchOutcome {
+    /// At most `limit` matches: files in walk order, lines ascending.
+    pub matches: Vec<TextMatch>,
+    /// `Some` only when more may exist than what is returned.
+    pub truncated_reason: Option<TruncatedReason>,
+}
+
+/// The arguments of one search besides where it starts.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchQuery<'q> {
+    /// Literal text, 1..=1000 characters, on one line.
+    pub query: &'q str,
+    /// Optional glob on file names (or relative paths, with `/`).
+    pub glob: Option<&'q str>,
+    /// Exact case, or Unicode case-insensitive.
+    pub case_sensitive: bool,
+    /// Matches wanted, ≥ 1.
+    pub limit: u64,
+    /// Larger files are skipped.
+    pub max_file_bytes: u64,
+}
+
+/// Searches the files below `start` (a directory), or `start` itself when
+/// it is a regular file (`glob` then applies to its name).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` (query empty, too long, with a line break or NUL; bad
+/// glob; `limit` 0); for `start`: `SYMLINK_NOT_ALLOWED`,
+/// `UNSUPPORTED_FILE_TYPE` (FIFO, socket, device), `PATH_NOT_FOUND`, ….
+/// Files that fail during the walk are skipped, never an error.
+pub fn search_text(
+    sandbox: &Sandbox,
+    start: &Location<'_>,
+    args: &SearchQuery<'_>,
+    budget: &Budget,
+) -> Result<SearchOutcome, FsError> {
+    if args.limit == 0 {
+        return Err(FsError::invalid("limit must be at least 1."));
+    }
+    let matcher = build_matcher(args.query, args.case_sensitive)?;
+    let glob = args.glob.map(|g| NameGlob::new(g, "glob")).transpose()?;
+    let mut run = Run {
+        sandbox,
+        matcher: &matcher,
+        searcher: SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            // No transcoding: a UTF-16 file is NUL-laden, hence binary, as
+            // in read_text_file. A UTF-8 BOM is stripped from the snippet.
+            .bom_sniffing(false)
+            .heap_limit(Some(MAX_LINE_BYTES))
+            .build(),
+        budget,
+        limit: usize::try_from(args.limit).unwrap_or(usize::MAX),
+        max_file_bytes: args.max_file_bytes,
+        matches: Vec::new(),
+    };
+
+    let start_kind = EntryKind::from_stat(&sandbox.inspect(start)?);
+    if start_kind == EntryKind::File {
+        let name = start.path().file_name().unwrap_or_default();
+        let stop = match &glob {
+            Some(g) if !g.is_match(name, name) => None,
+            _ => run.search_file(start.clone()),
+        };
+        return Ok(run.finish(stop));
+    }
+    // Directories pass; symlinks and specials get the resolver's error.
+    drop(sandbox.open_dir(start)?);
+
+    let mut walk = TreeWalk::new(sandbox.policy(), start, budget);
+    let stop = loop {
+        let entry = match walk.next_step() {
+            Step::Entry(entry) => entry,
+            Step::Stop(reason) => break Some(reason),
+            Step::Done => break None,
+        };
+        // The walker's type is only a hint for skipping cheaply; the type
+        // that counts is checked on the opened handle.
+        if !entry.looks_like_file()
+            || glob.as_ref().is_some_and(|g| !g.is_match(entry.below_start(), entry.name()))
+        {
+            continue;
+        }
+        let Some(loc) = entry.rel_path().and_then(|p| located(sandbox, start, p)) else {
+            continue;
+        };
+        if let Some(reason) = run.search_file(loc) {
+            break Some(reason);
+        }
+    };
+    Ok(run.finish(stop))
+}
+
+/// `Location::workdir` borrows from the location, so the result lives as
+/// long as `start` does.
+fn located<'s>(sandbox: &Sandbox, start: &'s Location<'_>, path: RelPath) -> Option<Location<'s>> {
+    sandbox.locate_walked(start.workdir(), path).ok()
+}
+
+/// Literal, line-oriented, optionally Unicode case-insensitive.
+fn build_matcher(query: &str, case_sensitive: bool) -> Result<RegexMatcher, FsError> {
+    let chars = query.chars().count();
+    if chars == 0 {
+        return Err(FsError::invalid("query must not be empty."));
+    }
+    if chars > MAX_QUERY_CHARS {
+        return Err(FsError::invalid(format!(
+            "query is longer than {MAX_QUERY_CHARS} characters."
+        )));
+    }
+    if query.contains(['\n', '\r']) {
+        return Err(FsError::invalid("query must be on one line (matches never span lines)."));
+    }
+    if query.contains('\0') {
+        return Err(FsError::invalid(
+            "query must not contain NUL (files holding NUL are binary and skipped).",
+        ));
+    }
+    RegexMatcherBuilder::new()
+        .fixed_strings(true)
+        .case_insensitive(!case_sensitive)
+        .unicode(true)
+        // With the terminator declared, the searcher scans whole buffers
+        // for the literal instead of going line by line.
+        .line_terminator(Some(b'\n'))
+        .build(query)
+        .map_err(|e| FsError::invalid("query cannot be searched for.").with_detail(e.to_string()))
+}
+
+/// State of one search_text call.
+struct Run<'r, 's> {
+    sandbox: &'s Sandbox,
+    matcher: &'r RegexMatcher,
+    searcher: Searcher,
+    budget: &'r Budget,
+    limit: usize,
+    max_file_bytes: u64,
+    matches: Vec<TextMatch>,
+}
+
+impl Run<'_, '_> {
+    /// Searches one file; `Some(reason)` when the whole search must stop.
+    fn search_file(&mut self, loc: Location<'_>) -> Option<TruncatedReason> {
+        // Every refusal (symlink, special, gone, permission) means "not a
+        // file we search", never an error of the call.
+        let (file, stat) = self.sandbox.open_file(&loc).ok()?;
+        if u64::try_from(stat.st_size).unwrap_or(u64::MAX) > self.max_file_bytes {
+            return None;
+        }
+        let path = loc.path().as_relative();
+        let room = self.limit + 1 - self.matches.len();
+        let reader = BudgetReader::new(file.take(self.max_file_bytes), self.budget);
+        match scan(&mut self.searcher, self.matcher, reader, &path, room) {
+            Scanned::Text(found) => {
+                self.matches.extend(found);
+                (self.matches.len() > self.limit).then_some(TruncatedReason::SearchLimitReached)
+            }
+            Scanned::Skip => None,
+            Scanned::Stop(reason) => Some(reason),
+        }
+    }
+
+    fn finish(mut self, stop: Option<TruncatedReason>) -> SearchOutcome {
+        self.matches.truncate(self.limit);
+        SearchOutcome { matches: self.matches, truncated_reason: stop }
+    }
+}
+
+/// The verdict on one file.
+#[derive(Debug, PartialEq, Eq)]
+enum Scanned {
+    /// A text file and its matches (at most `room`).
+    Text(Vec<TextMatch>),
+    /// Binary, unreadable, or a line over [`MAX_LINE_BYTES`].
+    Skip,
+    /// The budget ran out inside the file.
+    Stop(TruncatedReason),
+}
+
+/// Searches `reader` for at most `room` matching lines, then makes sure the
+/// file is text.
+fn scan<R: Read>(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    reader: BudgetReader<'_, R>,
+    path: &str,
+    room: usize,
+) -> Scanned {
+    let mut reader = reader;
+    let mut sink = FileSink { matcher, path, room, found: Vec::new(), full: false, binary: false };
+    if let Err(err) = searcher.search_reader(matcher, &mut reader, &mut sink) {
+        return if is_budget_stop(&err) {
+            Scanned::Stop(TruncatedReason::SearchTimeout)
+        } else {
+            Scanned::Skip
+        };
+    }
+    if sink.binary {
+        return Scanned::Skip;
+    }
+    if sink.full {
+        // The searcher stopped early; the matches count only if no NUL
+        // follows. Everything it read was already checked for NUL.
+        match contains_nul(&mut reader) {
+            Ok(false) => {}
+            Ok(true) => return Scanned::Skip,
+            Err(err) if is_budget_stop(&err) => {
+                return Scanned::Stop(TruncatedReason::SearchTimeout);
+            }
+            Err(_) => return Scanned::Skip,
+        }
+    }
+    Scanned::Text(sink.found)
+}
+
+fn contains_nul<R: Read>(reader: &mut R) -> io::Result<bool> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                if memchr::memchr(0, &buf[..n]).is_some() {
+                    return Ok(true);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Collects one file's matches, held back until the file is known to be
+/// text.
+struct FileSink<'a> {
+    matcher: &'a RegexMatcher,
+    path: &'a str,
+    room: usize,
+    found: Vec<TextMatch>,
+    full: bool,
+    binary: bool,
+}
+
+impl Sink for FileSink<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let line_number = mat.line_number().unwrap_or(0);
+        let mut line = strip_terminator(mat.bytes());
+        if line_number == 1 {
+            line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+        }
+        let hit = match self.matcher.find(line) {
+            Ok(Some(m)) => m.start()..m.end(),
+            // Not expected (the searcher reported this line); show its head.
+            _ => 0..0,
+        };
+        self.found.push(TextMatch {
+            path: self.path.to_owned(),
+            line: line_number,
+            text: snippet(line, hit),
+        });
+        self.full = self.found.len() >= self.room;
+        Ok(!self.full)
+    }
+
+    fn binary_data(&mut self, _searcher: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+
+    fn finish(&mut self, _searcher: &Searcher, finish: &SinkFinish) -> Result<(), io::Error> {
+        self.binary |= finish.binary_byte_offset().is_some();
+        Ok(())
+    }
+}
+
+fn strip_terminator(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// At most [`MAX_TEXT_BYTES`] of `line` around `hit`: the whole line when
+/// it fits, otherwise a window centred on the match (starting at the match
+/// when the match alone is longer), moved inwards to character boundaries.
+fn snippet(line: &[u8], hit: Range<usize>) -> String {
+    let window = if line.len() <= MAX_TEXT_BYTES {
+        line
+    } else {
+        let hit = hit.start.min(line.len())..hit.end.min(line.len());
+        let (mut s, mut e) = if hit.len() >= MAX_TEXT_BYTES {
+            (hit.start, hit.start + MAX_TEXT_BYTES)
+        } else {
+            let before = (MAX_TEXT_BYTES - hit.len()) / 2;
+            let s = hit.start.saturating_sub(before);
+            let e = (s + MAX_TEXT_BYTES).min(line.len());
+            (e.saturating_sub(MAX_TEXT_BYTES), e)
+        };
+        // A UTF-8 sequence has at most three continuation bytes; past that
+        // the bytes are not UTF-8 anyway and get marked below.
+        for _ in 0..3 {
+            if s < e && is_continuation(line[s]) {
+                s += 1;
+            }
+            if e < line.len() && e > s && is_continuation(line[e]) {
+                e -= 1;
+            }
+        }
+        &line[s..e]
+    };
+    match std::str::from_utf8(window) {
+        Ok(text) => text.to_owned(),
+        Err(_) => {
+            // Marked, not silently dropped: U+FFFD takes 3 bytes where the
+            // invalid byte took 1, so cut again to stay within the cap.
+            let mut text = String::from_utf8_lossy(window).into_owned();
+            if text.len() > MAX_TEXT_BYTES {
+                let mut cut = MAX_TEXT_BYTES;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+            }
+            text
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use serverfs_core::ErrorCode;
+
+    fn run_scan(data: &[u8], query: &str, room: usize) -> Scanned {
+        let matcher = build_matcher(query, true).unwrap();
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .bom_sniffing(false)
+            .heap_limit(Some(MAX_LINE_BYTES))
+            .build();
+        let budget = Budget::new(1, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+        scan(&mut searcher, &matcher, BudgetReader::new(data, &budget), "f", room)
+    }
+
+    fn lines(s: &Scanned) -> Vec<(u64, String)> {
+        match s {
+            Scanned::Text(v) => v.iter().map(|m| (m.line, m.text.clone())).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_match_per_line_without_terminators() {
+        let s = run_scan(b"x\nab ab\r\nc\nab\n", "ab", 10);
+        assert_eq!(lines(&s), vec![(2, "ab ab".to_owned()), (4, "ab".to_owned())]);
+    }
+
+    #[test]
+    fn bom_is_not_part_of_the_text() {
+        let s = run_scan(b"\xEF\xBB\xBFhello\n", "hello", 10);
+        assert_eq!(lines(&s), vec![(1, "hello".to_owned())]);
+    }
+
+    #[test]
+    fn binary_after_matches_discards_them() {
+        let mut data = b"needle\n".repeat(10);
+        data.extend(vec![b'x'; 300_000]);
+        data.push(0);
+        assert_eq!(run_scan(&data, "needle", 100), Scanned::Skip);
+        // Also when the room is filled long before the NUL.
+        assert_eq!(run_scan(&data, "needle", 2), Scanned::Skip);
+        data.pop();
+        assert_eq!(lines(&run_scan(&data, "needle", 2)).len(), 2);
+    }
+
+    #[test]
+    fn overlong_line_skips_the_file() {
+        let mut data = vec![b'a'; MAX_LINE_BYTES + 10];
+        data.extend(b"needle\n");
+        assert_eq!(run_scan(&data, "needle", 1), Scanned::Skip);
+    }
+
+    #[test]
+    fn query_validation() {
+        for bad in ["", "a\nb", "a\rb", "a\0b"] {
+            assert_eq!(
+                build_matcher(bad, true).unwrap_err().code(),
+                ErrorCode::InvalidArgument,
+                "{bad:?}"
+            );
+        }
+        assert!(build_matcher(&"é".repeat(MAX_QUERY_CHARS), true).is_ok());
+        assert!(build_matcher(&"é".repeat(MAX_QUERY_CHARS + 1), true).is_err());
+    }
+
+    #[test]
+    fn snippet_short_line_is_whole() {
+        assert_eq!(snippet(b"hello world", 6..11), "hello world");
+    }
+
+    #[test]
+    fn snippet_centres_on_the_match_within_the_cap() {
+        let mut line = "ä".repeat(1000).into_bytes(); // 2000 bytes, 2-byte chars
+        let at = line.len();
+        line.extend(b"NEEDLE");
+        line.extend("ö".repeat(1000).into_bytes());
+        let text = snippet(&line, at..at + 6);
+        assert!(text.len() <= MAX_TEXT_BYTES && text.len() >= MAX_TEXT_BYTES - 2, "{}", text.len());
+        assert!(text.contains("NEEDLE"));
+        assert!(text.starts_with('ä') && text.ends_with('ö'));
+        // Match at either end of a long line.
+        let long = [b"NEEDLE".as_slice(), &[b'x'; 2000]].concat();
+        assert!(snippet(&long, 0..6).starts_with("NEEDLE"));
+        let long = [&[b'x'; 2000], b"NEEDLE".as_slice()].concat();
+        assert!(snippet(&long, 2000..2006).ends_with("NEEDLE"));
+    }
+
+    #[test]
+    fn snippet_of_a_huge_match_starts_at_it() {
+        let line = [&[b'x'; 100], "é".repeat(600).as_bytes()].concat();
+        let text = snippet(&line, 100..line.len());
+        assert!(text.len() <= MAX_TEXT_BYTES);
+        assert!(text.starts_with('é'));
+    }
+
+    #[test]
+    fn invalid_utf8_is_marked() {
+        assert_eq!(snippet(b"caf\xE9 needle", 5..11), "caf\u{FFFD} needle");
+        let line = [&[0xE9u8; 1000], b"needle".as_slice(), &[0xE9u8; 1000]].concat();
+        let text = snippet(&line, 1000..1006);
+        assert!(text.len() <= MAX_TEXT_BYTES);
+    }
+
+    /// The timeout/cancel must hold inside one endless file.
+    #[test]
+    fn cancel_stops_inside_a_file() {
+        let matcher = build_matcher("needle", true).unwrap();
+        let mut searcher = SearcherBuilder::new().line_number(true).build();
+        let flag = Arc::new(AtomicBool::new(false));
+        let budget = Budget::new(1, Duration::from_secs(600), flag.clone());
+        let setter = {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                flag.store(true, Ordering::Relaxed);
+            })
+        };
+        let t = Instant::now();
+        let endless = io::repeat(b'\n').take(u64::MAX);
+        let out = scan(&mut searcher, &matcher, BudgetReader::new(endless, &budget), "f", 1);
+        assert_eq!(out, Scanned::Stop(TruncatedReason::SearchTimeout));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        setter.join().unwrap();
+    }
+}

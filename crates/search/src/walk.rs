@@ -1,0 +1,307 @@
+//! The one tree walk shared by find_files and search_text, and the name
+//! glob both use.
+//!
+//! Guarantees:
+//! - Order (SPEC §2.6): depth-first, pre-order, siblings in byte order of
+//!   their names; the same tree gives the same sequence.
+//! - Streaming: entries are produced one at a time. Nothing is collected up
+//!   front beyond what `walkdir` holds to sort one directory's names.
+//! - Policy inside the walk: an entry that [`Policy::entry_visible`] refuses
+//!   (hidden, denied) is neither yielded nor descended into; names that are
+//!   not UTF-8 are left out the same way (they cannot be named to a client).
+//!   Symlinks are yielded as entries and never followed. No gitignore or
+//!   other ignore file is read.
+//! - Budget: every yielded entry counts against `max_walk_entries`, and the
+//!   deadline/cancel flag is checked before each step.
+//!
+//! # Security
+//! `ignore` reads directories by host path, so a directory swapped for a
+//! symlink between two steps could make it list foreign names. The walk is
+//! therefore only a source of *candidate names*: callers confirm every
+//! entry through the [`Sandbox`] resolver (`inspect`, `open_file`) beneath
+//! the workdir's root handle before reporting or reading it.
+//!
+//! [`Policy::entry_visible`]: serverfs_core::Policy::entry_visible
+//! [`Sandbox`]: serverfs_core::Sandbox
+
+use std::fs::FileType;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use ignore::{Walk, WalkBuilder};
+use serverfs_core::{FsError, Location, RelPath};
+
+use crate::budget::{Budget, TruncatedReason};
+
+/// Longest accepted glob, in characters.
+pub const MAX_PATTERN_CHARS: usize = 1000;
+
+/// A glob on entry names, or — when it contains `/` — on the path relative
+/// to the search start (`**` crosses directories, `*` does not).
+#[derive(Clone, Debug)]
+pub(crate) struct NameGlob {
+    set: GlobSet,
+    on_path: bool,
+}
+
+impl NameGlob {
+    /// Compiles `pattern` (`*`, `?`, `[…]`, `{a,b}`, `**`; case-sensitive;
+    /// `\` escapes).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` for an empty, overlong, absolute or malformed
+    /// pattern; `what` names the argument in the message.
+    pub(crate) fn new(pattern: &str, what: &str) -> Result<Self, FsError> {
+        if pattern.is_empty() {
+            return Err(FsError::invalid(format!("{what} must not be empty.")));
+        }
+        if pattern.chars().count() > MAX_PATTERN_CHARS {
+            return Err(FsError::invalid(format!(
+                "{what} is longer than {MAX_PATTERN_CHARS} characters."
+            )));
+        }
+        if pattern.contains('\0') {
+            return Err(FsError::invalid(format!("{what} must not contain NUL.")));
+        }
+        if pattern.starts_with('/') {
+            return Err(FsError::invalid(format!(
+                "{what} is matched against names, or paths relative to 'path'; it must not start with '/'."
+            )));
+        }
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| FsError::invalid(format!("{what} is not a valid glob: {}.", e.kind())))?;
+        let set = GlobSetBuilder::new()
+            .add(glob)
+            .build()
+            .map_err(|e| FsError::invalid(format!("{what} is not a valid glob: {}.", e.kind())))?;
+        Ok(Self { set, on_path: pattern.contains('/') })
+    }
+
+    /// Whether the entry matches: `from_start` is its path relative to the
+    /// search start, `name` its last component.
+    pub(crate) fn is_match(&self, from_start: &str, name: &str) -> bool {
+        self.set.is_match(if self.on_path { from_start } else { name })
+    }
+}
+
+/// One visible entry, as the walker saw it (not yet confirmed).
+#[derive(Debug)]
+pub(crate) struct Walked {
+    /// Path relative to the workdir root, `/`-joined.
+    pub(crate) relative: String,
+    /// Byte offset in `relative` where the path relative to the start
+    /// begins.
+    start_len: usize,
+    /// Type as read from the directory (`d_type`, or `lstat` when the
+    /// filesystem does not say); a hint only.
+    pub(crate) file_type: Option<FileType>,
+}
+
+impl Walked {
+    /// Path relative to the search start.
+    pub(crate) fn below_start(&self) -> &str {
+        &self.relative[self.start_len..]
+    }
+
+    /// The final component.
+    pub(crate) fn name(&self) -> &str {
+        self.relative.rsplit('/').next().unwrap_or(&self.relative)
+    }
+
+    /// The path as a [`RelPath`]; `None` if a component is not one a client
+    /// could name (a backslash in a name).
+    pub(crate) fn rel_path(&self) -> Option<RelPath> {
+        RelPath::from_components(self.relative.split('/'))
+    }
+
+    /// Whether the walker saw a regular file.
+    pub(crate) fn looks_like_file(&self) -> bool {
+        self.file_type.is_some_and(|t| t.is_file())
+    }
+}
+
+/// What the walk produced next.
+#[derive(Debug)]
+pub(crate) enum Step {
+    Entry(Walked),
+    Stop(TruncatedReason),
+    Done,
+}
+
+/// A budgeted, policy-filtered, ordered walk below a directory.
+pub(crate) struct TreeWalk<'b> {
+    inner: Walk,
+    walk_root: PathBuf,
+    /// `start/` (or empty at the workdir root).
+    prefix: String,
+    visited: u64,
+    budget: &'b Budget,
+}
+
+impl<'b> TreeWalk<'b> {
+    /// Walks below `start`, which the caller has checked is a directory.
+    pub(crate) fn new(
+        sandbox_policy: &serverfs_core::Policy,
+        start: &Location<'_>,
+        budget: &'b Budget,
+    ) -> Self {
+        let start_rel = start.path().as_relative();
+        let walk_root = if start_rel.is_empty() {
+            start.workdir().host_root().to_path_buf()
+        } else {
+            start.workdir().host_root().join(&start_rel)
+        };
+        let prefix = if start_rel.is_empty() { String::new() } else { format!("{start_rel}/") };
+
+        // The filter must be 'static: it owns a clone of the policy and
+        // the two strings it needs to rebuild an entry's relative path.
+        let policy = sandbox_policy.clone();
+        let filter_root = walk_root.clone();
+        let filter_prefix = prefix.clone();
+        let mut builder = WalkBuilder::new(&walk_root);
+        builder
+            .standard_filters(false)
+            .follow_links(false)
+            // Siblings share their parent's path, so comparing whole paths
+            // orders them by name bytes; `Path`'s comparison skips the
+            // shared prefix cheaply, where comparing `file_name()`s would
+            // re-parse both paths on every comparison.
+            .sort_by_file_path(|a, b| a.cmp(b))
+            .filter_entry(move |entry| {
+                // Not UTF-8: cannot be named to a client, so neither shown
+                // nor descended into.
+                let Some(below) = below_root(&filter_root, entry.path()) else {
+                    return false;
+                };
+                let name = below.rsplit('/').next().unwrap_or(below);
+                if filter_prefix.is_empty() {
+                    policy.entry_visible(below, name)
+                } else {
+                    policy.entry_visible(&format!("{filter_prefix}{below}"), name)
+                }
+            });
+        Self { inner: builder.build(), walk_root, prefix, visited: 0, budget }
+    }
+
+    /// The next visible entry, or why the walk stops.
+    pub(crate) fn next_step(&mut self) -> Step {
+        loop {
+            if let Err(reason) = self.budget.check() {
+                return Step::Stop(reason);
+            }
+            let Some(item) = self.inner.next() else {
+                return Step::Done;
+            };
+            // Read errors (an unreadable directory, an entry gone since the
+            // listing) are skipped like invisible entries, but they still
+            // cost a step of the budget.
+            let entry = match item {
+                Ok(entry) if entry.depth() == 0 => continue,
+                Ok(entry) => Some(entry),
+                Err(_) => None,
+            };
+            if self.visited >= self.budget.max_walk_entries() {
+                return Step::Stop(TruncatedReason::WalkLimitReached);
+            }
+            self.visited += 1;
+            let Some(entry) = entry else { continue };
+            let Some(from_start) = below_root(&self.walk_root, entry.path()) else {
+                continue;
+            };
+            let mut relative = String::with_capacity(self.prefix.len() + from_start.len());
+            relative.push_str(&self.prefix);
+            relative.push_str(from_start);
+            return Step::Entry(Walked {
+                relative,
+                start_len: self.prefix.len(),
+                file_type: entry.file_type(),
+            });
+        }
+    }
+}
+
+/// `path` relative to `root`, as UTF-8. The walker builds every path as
+/// `root` + `/` + names, so this is a byte slice, not a component parse
+/// (it runs for every entry, twice).
+fn below_root<'p>(root: &Path, path: &'p Path) -> Option<&'p str> {
+    let rest = path.as_os_str().as_bytes().strip_prefix(root.as_os_str().as_bytes())?;
+    let rest = rest.strip_prefix(b"/").unwrap_or(rest);
+    if rest.is_empty() { None } else { std::str::from_utf8(rest).ok() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serverfs_core::ErrorCode;
+
+    #[test]
+    fn name_globs() {
+        let g = NameGlob::new("*.py", "pattern").unwrap();
+        assert!(g.is_match("a/b/x.py", "x.py"));
+        assert!(!g.is_match("a/b/x.pyc", "x.pyc"));
+        let g = NameGlob::new("*compose*.yml", "pattern").unwrap();
+        assert!(g.is_match("deploy/docker-compose.prod.yml", "docker-compose.prod.yml"));
+        let g = NameGlob::new("{a,b}?.[ch]", "pattern").unwrap();
+        assert!(g.is_match("x/a1.c", "a1.c"));
+        assert!(g.is_match("b2.h", "b2.h"));
+        assert!(!g.is_match("c1.c", "c1.c"));
+    }
+
+    #[test]
+    fn path_globs_match_relative_to_start() {
+        let g = NameGlob::new("src/*.rs", "pattern").unwrap();
+        assert!(g.is_match("src/lib.rs", "lib.rs"));
+        assert!(!g.is_match("src/a/lib.rs", "lib.rs"), "* must not cross '/'");
+        let g = NameGlob::new("src/**/*.rs", "pattern").unwrap();
+        assert!(g.is_match("src/lib.rs", "lib.rs"));
+        assert!(g.is_match("src/a/b/lib.rs", "lib.rs"));
+        let g = NameGlob::new("**/tests/*.py", "pattern").unwrap();
+        assert!(g.is_match("tests/t.py", "t.py"));
+        assert!(g.is_match("a/tests/t.py", "t.py"));
+    }
+
+    #[test]
+    fn escapes_and_case() {
+        let g = NameGlob::new(r"\*.txt", "pattern").unwrap();
+        assert!(g.is_match("*.txt", "*.txt"));
+        assert!(!g.is_match("a.txt", "a.txt"));
+        let g = NameGlob::new("*.PY", "pattern").unwrap();
+        assert!(!g.is_match("x.py", "x.py"), "globs are case-sensitive");
+    }
+
+    #[test]
+    fn bad_globs_are_invalid_arguments() {
+        for bad in ["", "[", "a{b", "/etc/*", "a\0b"] {
+            let err = NameGlob::new(bad, "pattern").unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArgument, "{bad:?}");
+        }
+        assert!(NameGlob::new(&"a".repeat(MAX_PATTERN_CHARS + 1), "pattern").is_err());
+        assert!(NameGlob::new(&"a".repeat(MAX_PATTERN_CHARS), "pattern").is_ok());
+    }
+
+    #[test]
+    fn below_root_slices_bytes() {
+        let root = Path::new("/srv/w");
+        assert_eq!(below_root(root, Path::new("/srv/w/a/b.rs")), Some("a/b.rs"));
+        assert_eq!(below_root(Path::new("/srv/w/"), Path::new("/srv/w/a")), Some("a"));
+        assert_eq!(below_root(root, Path::new("/srv/w")), None);
+        assert_eq!(below_root(root, Path::new("/other/a")), None);
+        let bad = std::ffi::OsStr::from_bytes(b"/srv/w/a\xff");
+        assert_eq!(below_root(root, Path::new(bad)), None);
+    }
+
+    #[test]
+    fn walked_accessors() {
+        let w = Walked { relative: "src/a/b.rs".into(), start_len: 4, file_type: None };
+        assert_eq!(w.below_start(), "a/b.rs");
+        assert_eq!(w.name(), "b.rs");
+        assert_eq!(w.rel_path().unwrap().as_relative(), "src/a/b.rs");
+        assert!(!w.looks_like_file());
+        let odd = Walked { relative: "a\\b".into(), start_len: 0, file_type: None };
+        assert!(odd.rel_path().is_none());
+    }
+}

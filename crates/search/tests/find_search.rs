@@ -1,0 +1,730 @@
+//! find_files and search_text on real trees in temporary directories: the
+//! task book's find and search cases, limits, budget, and the swap race.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec};
+use serverfs_search::{
+    Budget, FindOutcome, SearchOutcome, SearchQuery, TruncatedReason, find_files, search_text,
+};
+use tempfile::TempDir;
+
+struct Fx {
+    dir: TempDir,
+    sandbox: Sandbox,
+}
+
+fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+fn fixture(build: impl FnOnce(&Path)) -> Fx {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fs::create_dir(&root).unwrap();
+    build(&root);
+    let spec = WorkdirSpec {
+        alias: "w".into(),
+        description: None,
+        host_path: root,
+        origin: "test".into(),
+    };
+    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+    Fx { dir, sandbox }
+}
+
+impl Fx {
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.path().join("root")
+    }
+
+    fn find_with(
+        &self,
+        path: &str,
+        pattern: &str,
+        limit: u64,
+        budget: &Budget,
+    ) -> Result<FindOutcome, FsError> {
+        let start = self.sandbox.locate("w", path)?;
+        find_files(&self.sandbox, &start, pattern, limit, budget)
+    }
+
+    fn find(&self, path: &str, pattern: &str, limit: u64) -> FindOutcome {
+        self.find_with(path, pattern, limit, &budget()).unwrap()
+    }
+
+    fn search_with(
+        &self,
+        path: &str,
+        q: &SearchQuery<'_>,
+        budget: &Budget,
+    ) -> Result<SearchOutcome, FsError> {
+        let start = self.sandbox.locate("w", path)?;
+        search_text(&self.sandbox, &start, q, budget)
+    }
+
+    fn search(&self, query: &str) -> SearchOutcome {
+        self.search_with("", &q(query), &budget()).unwrap()
+    }
+}
+
+fn budget() -> Budget {
+    Budget::new(1_000_000, Duration::from_secs(60), Arc::new(AtomicBool::new(false)))
+}
+
+fn q(query: &str) -> SearchQuery<'_> {
+    SearchQuery {
+        query,
+        glob: None,
+        case_sensitive: true,
+        limit: 100,
+        max_file_bytes: 50 * 1024 * 1024,
+    }
+}
+
+fn paths(out: &FindOutcome) -> Vec<&str> {
+    out.matches.iter().map(|m| m.path.as_str()).collect()
+}
+
+fn hits(out: &SearchOutcome) -> Vec<(&str, u64)> {
+    out.matches.iter().map(|m| (m.path.as_str(), m.line)).collect()
+}
+
+// ---------------------------------------------------------------- find
+
+#[test]
+fn find_py_files() {
+    let fx = fixture(|r| {
+        for f in ["a.py", "b.txt", "src/c.py", "src/d.pyc", "src/deep/e.py", "x.py.txt"] {
+            write(r, f, "");
+        }
+    });
+    let out = fx.find("", "*.py", 50);
+    assert_eq!(paths(&out), ["a.py", "src/c.py", "src/deep/e.py"]);
+    assert!(out.matches.iter().all(|m| m.kind == EntryKind::File));
+    assert_eq!(out.truncated_reason, None);
+}
+
+#[test]
+fn find_compose_files() {
+    let fx = fixture(|r| {
+        for f in [
+            "docker-compose.yml",
+            "compose.yaml",
+            "deploy/compose.prod.yml",
+            "x/docker-compose.override.yml",
+            "composer.json",
+        ] {
+            write(r, f, "");
+        }
+    });
+    let out = fx.find("", "*compose*.yml", 50);
+    assert_eq!(
+        paths(&out),
+        ["deploy/compose.prod.yml", "docker-compose.yml", "x/docker-compose.override.yml"]
+    );
+}
+
+#[test]
+fn find_nested_paths_are_relative_to_the_workdir() {
+    let fx = fixture(|r| {
+        for f in ["src/lib.rs", "src/a/mod.rs", "src/a/b/deep.rs", "tests/t.rs", "lib.rs"] {
+            write(r, f, "");
+        }
+    });
+    assert_eq!(
+        paths(&fx.find("src", "*.rs", 50)),
+        ["src/a/b/deep.rs", "src/a/mod.rs", "src/lib.rs"]
+    );
+    assert_eq!(paths(&fx.find("src/a", "*.rs", 50)), ["src/a/b/deep.rs", "src/a/mod.rs"]);
+    // A pattern with '/' is matched against the path relative to `path`.
+    assert_eq!(paths(&fx.find("src", "a/*.rs", 50)), ["src/a/mod.rs"]);
+    assert_eq!(paths(&fx.find("src", "a/**/*.rs", 50)), ["src/a/b/deep.rs", "src/a/mod.rs"]);
+    assert_eq!(paths(&fx.find("", "**/b/*.rs", 50)), ["src/a/b/deep.rs"]);
+    // `.` and `..` in the start are normalised first.
+    assert_eq!(paths(&fx.find("tests/../src/./a", "mod.rs", 50)), ["src/a/mod.rs"]);
+}
+
+#[test]
+fn find_walks_depth_first_in_byte_order() {
+    let fx = fixture(|r| {
+        for f in ["b", "a.txt", "B", "a/z", "a/y/x", "_"] {
+            write(r, f, "");
+        }
+    });
+    assert_eq!(paths(&fx.find("", "*", 50)), ["B", "_", "a", "a/y", "a/y/x", "a/z", "a.txt", "b"]);
+}
+
+#[test]
+fn find_reports_kinds_and_never_descends_symlinks() {
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "match.py", "print('outside')");
+    let fx = fixture(|r| {
+        write(r, "real/inner.py", "");
+        fs::create_dir(r.join("pydir.py")).unwrap();
+        symlink(outside.path(), r.join("link")).unwrap();
+        symlink("real", r.join("inside_link.py")).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, r.join("pipe.py"), rustix::fs::Mode::RUSR).unwrap();
+    });
+    let out = fx.find("", "*.py", 50);
+    let got: Vec<(&str, EntryKind)> =
+        out.matches.iter().map(|m| (m.path.as_str(), m.kind)).collect();
+    assert_eq!(
+        got,
+        [
+            ("inside_link.py", EntryKind::Symlink),
+            ("pipe.py", EntryKind::Special),
+            ("pydir.py", EntryKind::Directory),
+            ("real/inner.py", EntryKind::File),
+        ]
+    );
+    assert_eq!(paths(&fx.find("", "link", 50)), ["link"]);
+    assert!(fx.find("", "match.py", 50).matches.is_empty());
+}
+
+#[test]
+fn find_skips_hidden_and_denied() {
+    let fx = fixture(|r| {
+        for f in [
+            ".git/config.py",
+            ".hidden.py",
+            "a/.cache/x.py",
+            "ok.py",
+            "certs/server.pem",
+            "id_rsa",
+            "conf/.env",
+            "prod.env",
+        ] {
+            write(r, f, "");
+        }
+    });
+    assert_eq!(paths(&fx.find("", "*.py", 50)), ["ok.py"]);
+    assert!(fx.find("", "*.pem", 50).matches.is_empty());
+    assert!(fx.find("", "id_rsa", 50).matches.is_empty());
+    assert!(fx.find("", "*env*", 50).matches.is_empty());
+    assert_eq!(paths(&fx.find("", "*", 50)), ["a", "certs", "conf", "ok.py"]);
+}
+
+#[test]
+fn find_leaves_out_non_utf8_names() {
+    let fx = fixture(|r| {
+        write(r, "good.txt", "");
+        fs::write(r.join(OsStr::from_bytes(b"bad\xff.txt")), "").unwrap();
+        fs::create_dir(r.join(OsStr::from_bytes(b"dir\xfe"))).unwrap();
+        fs::write(r.join(OsStr::from_bytes(b"dir\xfe")).join("in.txt"), "").unwrap();
+    });
+    assert_eq!(paths(&fx.find("", "*.txt", 50)), ["good.txt"]);
+}
+
+#[test]
+fn find_stops_at_limit_plus_one() {
+    let fx = fixture(|r| {
+        for i in 0..10 {
+            write(r, &format!("d/f{i}.log"), "");
+        }
+    });
+    let out = fx.find("", "*.log", 3);
+    assert_eq!(paths(&out), ["d/f0.log", "d/f1.log", "d/f2.log"]);
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchLimitReached));
+    // Exactly `limit` in the whole tree: not truncated.
+    let exact = fx.find("", "*.log", 10);
+    assert_eq!(exact.matches.len(), 10);
+    assert_eq!(exact.truncated_reason, None);
+    assert_eq!(fx.find("", "*.log", 11).truncated_reason, None);
+}
+
+#[test]
+fn find_early_stop_does_not_walk_the_rest() {
+    // The limit is reached inside the first directory; walking the rest
+    // would hit the walk limit instead.
+    let fx = fixture(|r| {
+        for i in 0..5 {
+            write(r, &format!("a/hit{i}.md"), "");
+        }
+        for i in 0..500 {
+            write(r, &format!("z/other{i}.md"), "");
+        }
+    });
+    let small = Budget::new(50, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let out = fx.find_with("", "hit*", 2, &small).unwrap();
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchLimitReached));
+    assert_eq!(paths(&out), ["a/hit0.md", "a/hit1.md"]);
+}
+
+#[test]
+fn find_walk_limit() {
+    let fx = fixture(|r| {
+        for i in 0..20 {
+            write(r, &format!("f{i:02}"), "");
+        }
+    });
+    let five = Budget::new(5, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let out = fx.find_with("", "*", 100, &five).unwrap();
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::WalkLimitReached));
+    assert_eq!(paths(&out), ["f00", "f01", "f02", "f03", "f04"]);
+    // A tree of exactly max entries is walked whole.
+    let twenty = Budget::new(20, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let out = fx.find_with("", "*", 100, &twenty).unwrap();
+    assert_eq!((out.matches.len(), out.truncated_reason), (20, None));
+}
+
+#[test]
+fn find_argument_and_start_errors() {
+    let fx = fixture(|r| {
+        write(r, "file.txt", "");
+        fs::create_dir(r.join("dir")).unwrap();
+        symlink("dir", r.join("link")).unwrap();
+    });
+    let code = |path: &str, pattern: &str, limit: u64| {
+        fx.find_with(path, pattern, limit, &budget()).unwrap_err().code()
+    };
+    assert_eq!(code("file.txt", "*", 5), ErrorCode::NotADirectory);
+    assert_eq!(code("link", "*", 5), ErrorCode::SymlinkNotAllowed);
+    assert_eq!(code("missing", "*", 5), ErrorCode::PathNotFound);
+    assert_eq!(code("", "[", 5), ErrorCode::InvalidArgument);
+    assert_eq!(code("", "a{b", 5), ErrorCode::InvalidArgument);
+    assert_eq!(code("", "", 5), ErrorCode::InvalidArgument);
+    assert_eq!(code("", "*", 0), ErrorCode::InvalidArgument);
+    assert_eq!(code(".git", "*", 5), ErrorCode::HiddenPathNotAllowed);
+    assert_eq!(code("../x", "*", 5), ErrorCode::PathOutsideWorkdir);
+    // Messages never carry the host path.
+    let err = fx.find_with("file.txt", "*", 5, &budget()).unwrap_err();
+    assert!(!err.to_string().contains(fx.dir.path().to_str().unwrap()), "{err}");
+}
+
+// -------------------------------------------------------------- search
+
+#[test]
+fn search_finds_lines_in_walk_then_line_order() {
+    let fx = fixture(|r| {
+        write(r, "b.txt", "one needle\ntwo\nneedle needle three\n");
+        write(r, "a/x.txt", "needle\r\n");
+        write(r, "c.txt", "nothing");
+    });
+    let out = fx.search("needle");
+    assert_eq!(hits(&out), [("a/x.txt", 1), ("b.txt", 1), ("b.txt", 3)]);
+    assert_eq!(out.matches[0].text, "needle");
+    assert_eq!(out.matches[2].text, "needle needle three");
+    assert_eq!(out.truncated_reason, None);
+}
+
+#[test]
+fn search_query_is_literal() {
+    let fx = fixture(|r| {
+        write(r, "re.txt", "abbbc(\na.b*c(\naxbc(\n");
+    });
+    let out = fx.search("a.b*c(");
+    assert_eq!(hits(&out), [("re.txt", 2)]);
+    assert_eq!(out.matches[0].text, "a.b*c(");
+    assert_eq!(hits(&fx.search("[a-z]+")), []);
+}
+
+#[test]
+fn search_case_sensitivity_is_unicode_aware() {
+    let fx = fixture(|r| {
+        write(r, "u.txt", "äbc\nÄBC\nabc\nSTRASSE\n");
+    });
+    let exact = fx.search("ÄBC");
+    assert_eq!(hits(&exact), [("u.txt", 2)]);
+    let mut args = q("ÄBC");
+    args.case_sensitive = false;
+    let folded = fx.search_with("", &args, &budget()).unwrap();
+    assert_eq!(hits(&folded), [("u.txt", 1), ("u.txt", 2)]);
+    assert_eq!(folded.matches[0].text, "äbc");
+    // Folding is per character: `a` never matches `ä`.
+    let mut args = q("Abc");
+    args.case_sensitive = false;
+    assert_eq!(hits(&fx.search_with("", &args, &budget()).unwrap()), [("u.txt", 3)]);
+}
+
+#[test]
+fn search_chinese_content() {
+    let fx = fixture(|r| {
+        write(r, "zh.md", "第一行\n你好，世界！这是测试。\n");
+    });
+    let out = fx.search("世界");
+    assert_eq!(hits(&out), [("zh.md", 2)]);
+    assert_eq!(out.matches[0].text, "你好，世界！这是测试。");
+}
+
+#[test]
+fn search_glob_filters_file_names() {
+    let fx = fixture(|r| {
+        write(r, "a.py", "TODO py");
+        write(r, "b.rs", "TODO rs");
+        write(r, "sub/c.py", "TODO nested py");
+        write(r, "sub/deeper/d.py", "TODO deeper");
+    });
+    let mut args = q("TODO");
+    args.glob = Some("*.py");
+    assert_eq!(
+        hits(&fx.search_with("", &args, &budget()).unwrap()),
+        [("a.py", 1), ("sub/c.py", 1), ("sub/deeper/d.py", 1)]
+    );
+    args.glob = Some("sub/*.py");
+    assert_eq!(hits(&fx.search_with("", &args, &budget()).unwrap()), [("sub/c.py", 1)]);
+    args.glob = Some("*.py");
+    assert_eq!(
+        hits(&fx.search_with("sub", &args, &budget()).unwrap()),
+        [("sub/c.py", 1), ("sub/deeper/d.py", 1)]
+    );
+    args.glob = Some("[");
+    assert_eq!(
+        fx.search_with("", &args, &budget()).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+}
+
+#[test]
+fn search_never_reads_hidden_denied_symlinked_or_special_files() {
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "SECRET outside");
+    let fx = fixture(|r| {
+        write(r, "visible.txt", "SECRET visible");
+        write(r, ".git/config", "SECRET hidden dir");
+        write(r, ".hidden.txt", "SECRET hidden file");
+        write(r, ".env", "SECRET=env");
+        write(r, "conf/prod.env", "SECRET=prod");
+        write(r, "certs/server.pem", "SECRET pem");
+        write(r, "home/.ssh/config", "SECRET ssh");
+        write(r, "id_rsa", "SECRET key");
+        symlink(outside.path(), r.join("linkdir")).unwrap();
+        symlink(outside.path().join("secret.txt"), r.join("linkfile.txt")).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, r.join("pipe.txt"), rustix::fs::Mode::RUSR).unwrap();
+    });
+    let t = Instant::now();
+    let out = fx.search("SECRET");
+    assert_eq!(hits(&out), [("visible.txt", 1)]);
+    // The FIFO was not opened for reading (that would block forever).
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn search_skips_binary_files() {
+    let fx = fixture(|r| {
+        write(r, "bin.dat", b"needle\n\0\x01\x02needle\n");
+        let mut late = b"needle\n".repeat(5000);
+        late.extend(b"\0tail");
+        write(r, "late.bin", late);
+        write(r, "utf16.txt", b"\xFF\xFEn\0e\0e\0d\0l\0e\0");
+        write(r, "text.txt", "needle\n");
+    });
+    assert_eq!(hits(&fx.search("needle")), [("text.txt", 1)]);
+    // Also when the limit is reached inside the binary file, before its NUL.
+    let mut args = q("needle");
+    args.limit = 2;
+    let out = fx.search_with("", &args, &budget()).unwrap();
+    assert_eq!(hits(&out), [("text.txt", 1)]);
+    assert_eq!(out.truncated_reason, None);
+}
+
+#[test]
+fn search_limit_exact_and_plus_one() {
+    let fx = fixture(|r| {
+        write(r, "a.txt", "hit\nhit\n");
+        write(r, "b.txt", "hit\n");
+    });
+    let with_limit = |limit| {
+        let mut args = q("hit");
+        args.limit = limit;
+        fx.search_with("", &args, &budget()).unwrap()
+    };
+    let exact = with_limit(3);
+    assert_eq!(hits(&exact), [("a.txt", 1), ("a.txt", 2), ("b.txt", 1)]);
+    assert_eq!(exact.truncated_reason, None);
+    let under = with_limit(2);
+    assert_eq!(hits(&under), [("a.txt", 1), ("a.txt", 2)]);
+    assert_eq!(under.truncated_reason, Some(TruncatedReason::SearchLimitReached));
+    let one = with_limit(1);
+    assert_eq!(
+        (one.matches.len(), one.truncated_reason),
+        (1, Some(TruncatedReason::SearchLimitReached))
+    );
+}
+
+#[test]
+fn search_early_stop_does_not_walk_the_rest() {
+    let fx = fixture(|r| {
+        write(r, "a/first.txt", "hit\n".repeat(100));
+        for i in 0..300 {
+            write(r, &format!("z/f{i}.txt"), "hit\n");
+        }
+    });
+    let small = Budget::new(10, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let mut args = q("hit");
+    args.limit = 50;
+    let out = fx.search_with("", &args, &small).unwrap();
+    assert_eq!(out.matches.len(), 50);
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchLimitReached));
+}
+
+#[test]
+fn search_walk_limit() {
+    let fx = fixture(|r| {
+        for i in 0..30 {
+            write(r, &format!("f{i:02}.txt"), if i == 29 { "hit" } else { "miss" });
+        }
+    });
+    let small = Budget::new(10, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let out = fx.search_with("", &q("hit"), &small).unwrap();
+    assert_eq!(
+        (out.matches.len(), out.truncated_reason),
+        (0, Some(TruncatedReason::WalkLimitReached))
+    );
+}
+
+#[test]
+fn search_max_file_size() {
+    let fx = fixture(|r| {
+        write(r, "big.txt", format!("{}\nneedle\n", "x".repeat(2000)));
+        write(r, "edge.txt", format!("{}needle\n", "y".repeat(1017))); // exactly 1024 bytes
+        write(r, "small.txt", "needle\n");
+    });
+    let mut args = q("needle");
+    args.max_file_bytes = 1024;
+    assert_eq!(
+        hits(&fx.search_with("", &args, &budget()).unwrap()),
+        [("edge.txt", 1), ("small.txt", 1)]
+    );
+}
+
+#[test]
+fn search_long_single_line_gives_short_text() {
+    let fx = fixture(|r| {
+        let mut line = "a".repeat(1024 * 1024);
+        line.push_str("NEEDLE");
+        line.push_str(&"b".repeat(1024 * 1024));
+        write(r, "min.js", line);
+    });
+    let out = fx.search("NEEDLE");
+    assert_eq!(hits(&out), [("min.js", 1)]);
+    let text = &out.matches[0].text;
+    assert!(text.len() <= 500, "{}", text.len());
+    assert!(text.contains("NEEDLE"));
+}
+
+#[test]
+fn search_is_deterministic() {
+    let fx = fixture(|r| {
+        for i in (0..40).rev() {
+            write(r, &format!("d{}/f{i}.txt", i % 7), format!("x\nkey {i}\nkey again\n"));
+        }
+    });
+    let first = fx.search("key");
+    let second = fx.search("key");
+    assert_eq!(first, second);
+    assert_eq!(first.matches.len(), 80);
+    let find1 = fx.find("", "*.txt", 100);
+    assert_eq!(find1, fx.find("", "*.txt", 100));
+}
+
+#[test]
+fn injection_strings_are_plain_data() {
+    let fx = fixture(|r| {
+        write(r, "notes.txt", "run $(touch /tmp/x) here\nthen ; rm -rf / oops\nand `id` too\n");
+    });
+    let canary = fx.dir.path().join("pwned");
+    let canary_s = canary.to_str().unwrap().to_owned();
+    let attacks = [
+        format!("$(touch {canary_s})"),
+        format!("; touch {canary_s}"),
+        format!("`touch {canary_s}`"),
+        "$(touch /tmp/x)".to_owned(),
+        "; rm -rf /".to_owned(),
+        "`id`".to_owned(),
+    ];
+    for attack in &attacks {
+        let _ = fx.search_with("", &q(attack), &budget()).unwrap();
+        let mut args = q("run");
+        args.glob = Some(attack);
+        let _ = fx.search_with("", &args, &budget());
+        let _ = fx.find_with("", attack, 10, &budget());
+    }
+    assert!(!canary.exists());
+    assert!(fx.root().join("notes.txt").exists());
+    // And they are found literally where they occur.
+    assert_eq!(hits(&fx.search("$(touch /tmp/x)")), [("notes.txt", 1)]);
+    assert_eq!(hits(&fx.search("; rm -rf /")), [("notes.txt", 2)]);
+    assert_eq!(hits(&fx.search("`id`")), [("notes.txt", 3)]);
+}
+
+#[test]
+fn search_argument_and_start_errors() {
+    let fx = fixture(|r| {
+        write(r, "f.txt", "hello\n");
+        fs::create_dir(r.join("dir")).unwrap();
+        symlink("f.txt", r.join("link")).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, r.join("pipe"), rustix::fs::Mode::RUSR).unwrap();
+    });
+    let code = |path: &str, args: SearchQuery<'_>| {
+        fx.search_with(path, &args, &budget()).unwrap_err().code()
+    };
+    assert_eq!(code("", q("")), ErrorCode::InvalidArgument);
+    assert_eq!(code("", q(&"x".repeat(1001))), ErrorCode::InvalidArgument);
+    assert_eq!(code("", q("a\nb")), ErrorCode::InvalidArgument);
+    assert_eq!(code("", SearchQuery { limit: 0, ..q("x") }), ErrorCode::InvalidArgument);
+    assert_eq!(code("link", q("hello")), ErrorCode::SymlinkNotAllowed);
+    assert_eq!(code("pipe", q("hello")), ErrorCode::NotADirectory);
+    assert_eq!(code("nope", q("hello")), ErrorCode::PathNotFound);
+    assert_eq!(code(".env", q("hello")), ErrorCode::DeniedPath);
+    assert!(fx.search_with("", &q(&"é".repeat(1000)), &budget()).is_ok());
+    // A file as start searches that file.
+    assert_eq!(hits(&fx.search_with("f.txt", &q("hello"), &budget()).unwrap()), [("f.txt", 1)]);
+}
+
+/// Many hard links to one 8 MiB text file: gigabytes to search, a few MiB
+/// on disk.
+fn huge_fixture() -> Fx {
+    fixture(|r| {
+        let line = "the quick brown fox jumps over the lazy dog 0123456789\n";
+        write(r, "base.txt", line.repeat(8 * 1024 * 1024 / line.len()));
+        for i in 0..400 {
+            fs::hard_link(r.join("base.txt"), r.join(format!("link{i:03}.txt"))).unwrap();
+        }
+    })
+}
+
+#[test]
+fn search_timeout_returns_what_it_has() {
+    let fx = huge_fixture();
+    let short =
+        Budget::new(1_000_000, Duration::from_millis(150), Arc::new(AtomicBool::new(false)));
+    let t = Instant::now();
+    let out = fx.search_with("", &q("absent-needle"), &short).unwrap();
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchTimeout));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let find = fx
+        .find_with(
+            "",
+            "*.txt",
+            100,
+            &Budget::new(1_000_000, Duration::ZERO, Arc::new(AtomicBool::new(false))),
+        )
+        .unwrap();
+    assert_eq!(find.truncated_reason, Some(TruncatedReason::SearchTimeout));
+}
+
+#[test]
+fn search_timeout_inside_one_long_file() {
+    let fx = fixture(|r| {
+        let line = "x".repeat(1023) + "\n";
+        write(r, "long.txt", line.repeat(48 * 1024)); // 48 MiB
+    });
+    // Scanning 48 MiB takes far longer than 1 ms, so the deadline passes
+    // inside the file, which is the only entry.
+    let short = Budget::new(1_000_000, Duration::from_millis(1), Arc::new(AtomicBool::new(false)));
+    let out = fx
+        .search_with("long.txt", &SearchQuery { max_file_bytes: 1 << 30, ..q("absent") }, &short)
+        .unwrap();
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchTimeout));
+}
+
+#[test]
+fn cancellation_mid_search_returns_promptly() {
+    let fx = huge_fixture();
+    let flag = Arc::new(AtomicBool::new(false));
+    let budget = Budget::new(1_000_000, Duration::from_secs(600), flag.clone());
+    let setter = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::Relaxed);
+            Instant::now()
+        })
+    };
+    let out = fx.search_with("", &q("absent-needle"), &budget).unwrap();
+    let returned = Instant::now();
+    let cancelled_at = setter.join().unwrap();
+    assert!(budget.is_cancelled());
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::SearchTimeout));
+    assert!(
+        returned.duration_since(cancelled_at) < Duration::from_millis(500),
+        "{:?}",
+        returned.duration_since(cancelled_at)
+    );
+}
+
+// ---------------------------------------------------------------- race
+
+/// Another thread atomically swaps directory `a` with a symlink to /etc
+/// (RENAME_EXCHANGE) while find and search run: no result may name or
+/// quote anything from /etc.
+fn swap_race(mode: ResolveMode) {
+    let fx = fixture(|r| {
+        write(r, "a/inside.txt", "needle inside\n");
+        write(r, "a/sub/deep.txt", "needle deep\n");
+        write(r, "top.txt", "needle top\n");
+        symlink("/etc", r.join(".swap")).unwrap();
+    });
+    let sandbox = Sandbox::open(
+        vec![WorkdirSpec {
+            alias: "w".into(),
+            description: None,
+            host_path: fx.root(),
+            origin: "t".into(),
+        }],
+        Policy::new(false, &[]).unwrap(),
+    )
+    .unwrap()
+    .with_mode(mode);
+    let allowed = ["a", "a/inside.txt", "a/sub", "a/sub/deep.txt", "top.txt"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, root) = (stop.clone(), fx.root());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    root.join("a"),
+                    rustix::fs::CWD,
+                    root.join(".swap"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let start = sandbox.locate("w", "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut runs = 0;
+    while Instant::now() < deadline {
+        let found = find_files(&sandbox, &start, "*", 100, &budget()).unwrap();
+        for m in &found.matches {
+            assert!(allowed.contains(&m.path.as_str()), "find leaked {:?}", m.path);
+        }
+        for query in ["needle", "root"] {
+            let args = SearchQuery { limit: 100, ..q(query) };
+            let out = search_text(&sandbox, &start, &args, &budget()).unwrap();
+            for m in &out.matches {
+                assert!(allowed.contains(&m.path.as_str()), "search leaked {:?}", m.path);
+                assert!(m.text.starts_with("needle "), "search leaked text {:?}", m.text);
+            }
+        }
+        runs += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(runs > 10 && swaps > 100, "runs {runs}, swaps {swaps}");
+}
+
+#[test]
+fn swap_race_openat2() {
+    swap_race(ResolveMode::Openat2);
+}
+
+#[test]
+fn swap_race_component_walk() {
+    swap_race(ResolveMode::ComponentWalk);
+}

@@ -162,6 +162,15 @@ mod tests {
         }
     }
 
+    /// Clients match on these strings: a code may be appended to
+    /// `error-codes.txt`, never renamed or removed.
+    #[test]
+    fn codes_match_the_checked_in_list() {
+        let listed: Vec<&str> = include_str!("../error-codes.txt").lines().collect();
+        let ours: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(ours, listed);
+    }
+
     #[test]
     fn display_hides_detail() {
         let e = FsError::new(ErrorCode::AccessDenied, "p:/x is not readable.")

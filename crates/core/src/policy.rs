@@ -227,6 +227,12 @@ mod tests {
         assert_eq!(check(&p, ".ssh/id_rsa.pub"), Some(Refusal::Denied));
         assert_eq!(check(&p, "src/main.rs"), None);
         assert_eq!(check(&p, ""), None);
+        // allowing hidden paths never lifts a deny rule
+        let open = Policy::new(true, &[]).unwrap();
+        assert_eq!(check(&open, ".git/config"), None);
+        assert_eq!(check(&open, ".env"), Some(Refusal::Denied));
+        assert!(open.entry_visible(".github", ".github"));
+        assert!(!open.entry_visible(".ssh", ".ssh"));
     }
 
     #[test]

@@ -57,6 +57,7 @@ fn serve(cli: &Cli) -> ExitCode {
         event = "starting",
         workdirs = sandbox.workdirs().len(),
         resolver = ?sandbox.mode(),
+        allow_hidden = sandbox.policy().allow_hidden(),
         transport = if cli.stdio { "stdio" } else { "http" },
     );
     let fs = Arc::new(ReadOnlyFs::new(sandbox, config.limits));

@@ -56,6 +56,10 @@ pub struct Policy {
     /// Rules with `/`, anchored anywhere (`**/` prefix, `/**` suffix
     /// dropped): matched against each path prefix `a`, `a/b`, ….
     path_rules: GlobSet,
+    /// The last segment of each path rule: a cheap name test that must
+    /// pass before a path is run through `path_rules` (the walk asks for
+    /// every entry).
+    path_rule_tails: GlobSet,
 }
 
 impl Policy {
@@ -66,6 +70,7 @@ impl Policy {
     pub fn new(allow_hidden: bool, extra_deny_globs: &[String]) -> Result<Self, String> {
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
+        let mut tails = GlobSetBuilder::new();
         let all =
             BUILTIN_DENY_GLOBS.iter().copied().chain(extra_deny_globs.iter().map(String::as_str));
         for raw in all {
@@ -74,28 +79,35 @@ impl Policy {
                 continue;
             }
             let pattern = pattern.strip_suffix("/**").unwrap_or(pattern).trim_start_matches('/');
-            let (builder, text) = if pattern.contains('/') {
-                let anchored = if pattern.starts_with("**/") {
-                    pattern.to_owned()
-                } else {
-                    format!("**/{pattern}")
-                };
-                (&mut paths, anchored)
-            } else {
-                (&mut names, pattern.to_owned())
+            let glob = |text: &str| {
+                GlobBuilder::new(text)
+                    .case_insensitive(true)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                    .map_err(|e| format!("invalid deny glob '{raw}': {}", e.kind()))
             };
-            let glob = GlobBuilder::new(&text)
-                .case_insensitive(true)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-                .map_err(|e| format!("invalid deny glob '{raw}': {}", e.kind()))?;
-            builder.add(glob);
+            match pattern.rsplit_once('/') {
+                Some((_, tail)) => {
+                    let anchored = if pattern.starts_with("**/") {
+                        pattern.to_owned()
+                    } else {
+                        format!("**/{pattern}")
+                    };
+                    paths.add(glob(&anchored)?);
+                    tails.add(glob(tail)?);
+                }
+                None => {
+                    names.add(glob(pattern)?);
+                }
+            }
         }
+        let build = |b: GlobSetBuilder| b.build().map_err(|e| format!("deny globs: {e}"));
         Ok(Self {
             allow_hidden,
-            name_rules: names.build().map_err(|e| format!("deny globs: {e}"))?,
-            path_rules: paths.build().map_err(|e| format!("deny globs: {e}"))?,
+            name_rules: build(names)?,
+            path_rules: build(paths)?,
+            path_rule_tails: build(tails)?,
         })
     }
 
@@ -114,7 +126,7 @@ impl Policy {
                 prefix.push('/');
             }
             prefix.push_str(name);
-            if self.name_denied(name) || (i > 0 && self.path_rules.is_match(&prefix)) {
+            if self.name_denied(name) || (i > 0 && self.path_denied(&prefix, name)) {
                 return Some(Refusal::Denied);
             }
             hidden |= is_hidden(name);
@@ -144,12 +156,17 @@ impl Policy {
     /// `name`, at `relative` (its full relative path, `/`-joined), be shown?
     pub fn entry_visible(&self, relative: &str, name: &str) -> bool {
         !(self.name_denied(name)
-            || (relative.contains('/') && self.path_rules.is_match(relative))
+            || (relative.contains('/') && self.path_denied(relative, name))
             || (!self.allow_hidden && is_hidden(name)))
     }
 
     fn name_denied(&self, name: &str) -> bool {
         self.name_rules.is_match(name)
+    }
+
+    /// `relative` ends with the component `name`.
+    fn path_denied(&self, relative: &str, name: &str) -> bool {
+        self.path_rule_tails.is_match(name) && self.path_rules.is_match(relative)
     }
 }
 

@@ -114,9 +114,9 @@ pub struct Location<'a> {
     path: RelPath,
 }
 
-impl Location<'_> {
-    /// The workdir.
-    pub fn workdir(&self) -> &Workdir {
+impl<'a> Location<'a> {
+    /// The workdir (borrowed from the sandbox, not from this location).
+    pub fn workdir(&self) -> &'a Workdir {
         self.workdir
     }
 

@@ -35,7 +35,7 @@ use std::ops::Range;
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
-use serverfs_core::{EntryKind, FsError, Location, RelPath, Sandbox};
+use serverfs_core::{EntryKind, FsError, Location, Sandbox};
 
 use crate::budget::{Budget, BudgetReader, TruncatedReason, is_budget_stop};
 use crate::walk::{NameGlob, Step, TreeWalk};
@@ -147,7 +147,9 @@ pub fn search_text(
         {
             continue;
         }
-        let Some(loc) = entry.rel_path().and_then(|p| located(sandbox, start, p)) else {
+        let Some(loc) =
+            entry.rel_path().and_then(|p| sandbox.locate_walked(start.workdir(), p).ok())
+        else {
             continue;
         };
         if let Some(reason) = run.search_file(loc) {
@@ -155,12 +157,6 @@ pub fn search_text(
         }
     };
     Ok(run.finish(stop))
-}
-
-/// `Location::workdir` borrows from the location, so the result lives as
-/// long as `start` does.
-fn located<'s>(sandbox: &Sandbox, start: &'s Location<'_>, path: RelPath) -> Option<Location<'s>> {
-    sandbox.locate_walked(start.workdir(), path).ok()
 }
 
 /// Literal, line-oriented, optionally Unicode case-insensitive.

@@ -166,11 +166,12 @@ impl<'b> TreeWalk<'b> {
         builder
             .standard_filters(false)
             .follow_links(false)
-            // Siblings share their parent's path, so comparing whole paths
-            // orders them by name bytes; `Path`'s comparison skips the
-            // shared prefix cheaply, where comparing `file_name()`s would
-            // re-parse both paths on every comparison.
-            .sort_by_file_path(|a, b| a.cmp(b))
+            // Siblings' paths are the same parent path + `/` + name, so a
+            // raw byte comparison of the paths is the byte order of the
+            // names. (Comparing `file_name()`s, or `Path`s component-wise,
+            // re-parses both paths on every comparison: a quarter of the
+            // walk's CPU time on the kernel tree.)
+            .sort_by_file_path(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()))
             .filter_entry(move |entry| {
                 // Not UTF-8: cannot be named to a client, so neither shown
                 // nor descended into.

@@ -259,9 +259,30 @@ impl ReadOnlyServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ReadOnlyServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+        // Prompts: an empty list, so clients that list prompts get an answer
+        // instead of "method not found". Logging: setLevel is accepted; the
+        // server's log goes to its own stderr, never to clients.
+        // (Logging is deprecated by SEP-2577 but still what pre-2026 clients
+        // and the conformance suite ask for.)
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("serverfs-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn list_resource_templates(

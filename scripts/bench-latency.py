@@ -109,6 +109,13 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the server process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class RssSampler(threading.Thread):
     def __init__(self, pid: int, interval: float = 0.02) -> None:
         super().__init__(daemon=True)
@@ -338,9 +345,11 @@ def main() -> int:
         st_before = proc_status(pid)
         out["idle_before_load"] = {**st_before, "fds": fds_before}
         sampler = RssSampler(pid)
+        cpu0 = cpu_seconds(pid)
         sampler.start()
         res = asyncio.run(load(url, a.clients, a.load_calls))
         sampler.stop()
+        server_cpu = cpu_seconds(pid) - cpu0
         fds_after = fd_count(pid)
         deadline = time.monotonic() + 10
         while fds_after != fds_before and time.monotonic() < deadline:
@@ -354,18 +363,24 @@ def main() -> int:
             idle_rss_kb=st_before["VmRSS"],
             peak_rss_sampled_kb=sampler.peak_kb,
             peak_rss_hwm_kb=st_after["VmHWM"],
+            peak_rss_kb=max(st_after["VmHWM"], sampler.peak_kb),
+            server_cpu_s=round(server_cpu, 2),
             rss_after_kb=st_after["VmRSS"],
             threads_after=st_after["Threads"],
         )
         out["load"] = res
         print(f"\nload: {a.clients} concurrent SDK clients (half 2026-07-28, half legacy), {a.load_calls} calls")
         print(f"  ok {res['ok']}, failed {res['failed']}, wall {res['wall_s']} s, {res['calls_per_s']} calls/s")
+        print(
+            f"  server CPU time during load: {res['server_cpu_s']} s over {res['wall_s']} s wall "
+            f"({100 * res['server_cpu_s'] / res['wall_s']:.0f}% of one core; the Python clients use the rest)"
+        )
         for k, v in res["latency_by_tool"].items():
             print(f"  {k:<15} n={v['n']:<5} median {v['median_ms']:.3f} ms  p99 {v['p99_ms']:.3f} ms")
         print(f"  server fds: before {fds_before}, max during {sampler.max_fds}, after {fds_after}")
         print(
-            f"  server RSS: idle {st_before['VmRSS']} kB, peak (VmHWM) {st_after['VmHWM']} kB, "
-            f"peak sampled {sampler.peak_kb} kB, after {st_after['VmRSS']} kB"
+            f"  server RSS: idle {st_before['VmRSS']} kB, peak {res['peak_rss_kb']} kB "
+            f"(VmHWM {st_after['VmHWM']} kB, highest sampled VmRSS {sampler.peak_kb} kB), after {st_after['VmRSS']} kB"
         )
         for f in res["failures_sample"]:
             print(f"  failure: {f}")

@@ -150,7 +150,11 @@ async def run_checks(client: Client, res: Results, tag: str, root: Path, modern_
         return obj
 
     async def call(name: str, args: dict[str, Any]) -> Any:
-        return record(await client.call_tool(name, args))
+        try:
+            return record(await client.call_tool(name, args))
+        except MCPError as e:  # a JSON-RPC error instead of a tool result: let the checks fail
+            chk(f"tools/call {name} answered with a result", False, {"code": e.code, "message": e.message})
+            return RpcErrorResult(e)
 
     # ---- negotiated protocol and instructions ---------------------------------------
     version = client.protocol_version
@@ -471,6 +475,19 @@ async def run_checks(client: Client, res: Results, tag: str, root: Path, modern_
     chk("no response contains /workdirs/", "/workdirs/" not in blob, None)
 
 
+class RpcErrorResult:
+    """Stands in for a CallToolResult when the server answered with a JSON-RPC error."""
+
+    def __init__(self, e: MCPError) -> None:
+        self.is_error = None
+        self.structured_content = None
+        self.content: list[Any] = []
+        self.error = e
+
+    def model_dump_json(self, **_: Any) -> str:
+        return json.dumps({"code": self.error.code, "message": self.error.message, "data": self.error.data}, default=str)
+
+
 def _json_or_none(s: str) -> Any:
     try:
         return json.loads(s)
@@ -487,6 +504,30 @@ async def run_mode(res: Results, tag: str, make_client, root: Path, modern_expec
         traceback.print_exc()
         res.check(f"[{tag}] session completed without exception", False, f"{type(e).__name__}: {e}")
     print(f"[{tag}] done: {res.failed - before} failure(s)")
+
+
+def check_stdio_eof(binary: str, root: Path, res: Results, errlog) -> None:
+    """SPEC §2.6: when stdin closes, the stdio server exits 0 within a few seconds."""
+    p = subprocess.Popen(
+        [binary, "--stdio", "--workdir", f"{ALIAS}={root}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=errlog,
+    )
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    p.stdin.close()
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        rc = None
+    res.check(
+        "[stdio] closing stdin makes the server exit 0 within 5 s",
+        rc == 0,
+        {"exit": rc, "seconds": round(time.monotonic() - t0, 2)},
+    )
 
 
 async def main() -> int:
@@ -529,6 +570,7 @@ async def main() -> int:
             False,
         )
         res.check("HTTP server still running after all sessions", proc.poll() is None, proc.poll())
+        check_stdio_eof(binary, root, res, stdio_log)
     finally:
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -47,7 +47,10 @@ async fn disconnect_stops_the_search() {
         .send();
     let before = cpu_ticks(pid);
     // The search is still running when the client gives up.
-    assert!(tokio::time::timeout(Duration::from_millis(1500), request).await.is_err(), "search finished too soon");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), request).await.is_err(),
+        "search finished too soon"
+    );
     let busy = cpu_ticks(pid) - before;
     assert!(busy > 50, "the search was not running ({busy} ticks in 1.5 s)");
 

@@ -27,14 +27,8 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-const EXPECTED_TOOLS: [&str; 6] = [
-    "find_files",
-    "list_directory",
-    "list_workdirs",
-    "read_text_file",
-    "search_text",
-    "stat_file",
-];
+const EXPECTED_TOOLS: [&str; 6] =
+    ["find_files", "list_directory", "list_workdirs", "read_text_file", "search_text", "stat_file"];
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
@@ -54,9 +48,7 @@ fn main() -> ExitCode {
         Some("write-test") if args.len() >= 2 => write_test(&args[1..]),
         Some("idle") => runtime.block_on(idle()),
         _ => {
-            println!(
-                "usage: serverfs-probe check URL [ALIAS] | write-test PATH... | idle"
-            );
+            println!("usage: serverfs-probe check URL [ALIAS] | write-test PATH... | idle");
             ExitCode::from(2)
         }
     }
@@ -130,15 +122,25 @@ async fn check(url: &str, alias: &str) -> ExitCode {
     };
 
     // --- Plain HTTP: what tunnel-client does before it relays anything. ---
-    report.record("GET /healthz is 200", async {
-        let status = http.get(format!("{base}/healthz")).send().await?.status();
-        ensure_eq(status.as_u16(), 200, "status")
-    }.await);
-    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
-        report.record(&format!("GET {path} is 404 (no OAuth; tunnel-client discovery stays optional)"), async {
-            let status = http.get(format!("{base}{path}")).send().await?.status();
-            ensure_eq(status.as_u16(), 404, "status")
-        }.await);
+    report.record(
+        "GET /healthz is 200",
+        async {
+            let status = http.get(format!("{base}/healthz")).send().await?.status();
+            ensure_eq(status.as_u16(), 200, "status")
+        }
+        .await,
+    );
+    for path in
+        ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
+    {
+        report.record(
+            &format!("GET {path} is 404 (no OAuth; tunnel-client discovery stays optional)"),
+            async {
+                let status = http.get(format!("{base}{path}")).send().await?.status();
+                ensure_eq(status.as_u16(), 404, "status")
+            }
+            .await,
+        );
     }
     report.record(
         "initialize with protocolVersion 2025-06-18 (tunnel-client's startup probe) is accepted",
@@ -154,18 +156,37 @@ async fn check(url: &str, alias: &str) -> ExitCode {
         }),
     );
     report.record(
+        "a foreign Host header is rejected (DNS-rebinding defence)",
+        raw_initialize(&http, url, Some(("host", "evil.example:8000"))).await.and_then(
+            |(status, body)| {
+                if (400..500).contains(&status) {
+                    Ok(format!("HTTP {status}"))
+                } else {
+                    bail!("HTTP {status}: {}", clip(&body))
+                }
+            },
+        ),
+    );
+    report.record(
         "a foreign Origin header is rejected (DNS-rebinding defence)",
-        raw_initialize(&http, url, Some("http://evil.example")).await.and_then(|(status, body)| {
-            if (400..500).contains(&status) {
-                Ok(format!("HTTP {status}"))
-            } else {
-                bail!("HTTP {status}: {}", clip(&body))
-            }
-        }),
+        raw_initialize(&http, url, Some(("origin", "http://evil.example"))).await.and_then(
+            |(status, body)| {
+                if (400..500).contains(&status) {
+                    Ok(format!("HTTP {status}"))
+                } else {
+                    bail!("HTTP {status}: {}", clip(&body))
+                }
+            },
+        ),
     );
 
     // --- A real MCP client (rmcp) over Streamable HTTP. ---
-    let client = match tokio::time::timeout(TIMEOUT, ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))).await {
+    let client = match tokio::time::timeout(
+        TIMEOUT,
+        ().serve(StreamableHttpClientTransport::from_uri(url.to_owned())),
+    )
+    .await
+    {
         Ok(Ok(client)) => {
             report.record("MCP handshake over Streamable HTTP", Ok(String::new()));
             client
@@ -190,124 +211,281 @@ fn finish(report: &Report) -> ExitCode {
 }
 
 async fn mcp_checks(client: &RunningService<RoleClient, ()>, alias: &str, report: &mut Report) {
-    report.record("tools/list is exactly the six read-only tools, readOnlyHint=true, openWorldHint=false", async {
-        let tools = tokio::time::timeout(TIMEOUT, client.list_all_tools()).await??;
-        let tools = serde_json::to_value(&tools)?;
-        let list = tools.as_array().context("tools is not an array")?;
-        let mut names: Vec<&str> = list.iter().filter_map(|t| t["name"].as_str()).collect();
-        names.sort_unstable();
-        if names != EXPECTED_TOOLS {
-            bail!("tools: {names:?}");
+    report.record(
+        "tools/list is exactly the six read-only tools, readOnlyHint=true, openWorldHint=false",
+        async {
+            let tools = tokio::time::timeout(TIMEOUT, client.list_all_tools()).await??;
+            let tools = serde_json::to_value(&tools)?;
+            let list = tools.as_array().context("tools is not an array")?;
+            let mut names: Vec<&str> = list.iter().filter_map(|t| t["name"].as_str()).collect();
+            names.sort_unstable();
+            if names != EXPECTED_TOOLS {
+                bail!("tools: {names:?}");
+            }
+            for t in list {
+                let ann = &t["annotations"];
+                if ann["readOnlyHint"] != json!(true) || ann["openWorldHint"] != json!(false) {
+                    bail!("{} annotations: {ann}", t["name"]);
+                }
+            }
+            Ok(names.join(","))
         }
-        for t in list {
-            let ann = &t["annotations"];
-            if ann["readOnlyHint"] != json!(true) || ann["openWorldHint"] != json!(false) {
-                bail!("{} annotations: {ann}", t["name"]);
+        .await,
+    );
+
+    report.record(
+        "resources/templates/list offers serverfs://{workdir}/{path}",
+        async {
+            let templates =
+                tokio::time::timeout(TIMEOUT, client.list_all_resource_templates()).await??;
+            let text = serde_json::to_string(&templates)?;
+            if text.contains("serverfs://{workdir}/{path}") {
+                Ok(String::new())
+            } else {
+                bail!("{}", clip(&text))
             }
         }
-        Ok(names.join(","))
-    }.await);
+        .await,
+    );
 
-    report.record("resources/templates/list offers serverfs://{workdir}/{path}", async {
-        let templates = tokio::time::timeout(TIMEOUT, client.list_all_resource_templates()).await??;
-        let text = serde_json::to_string(&templates)?;
-        if text.contains("serverfs://{workdir}/{path}") { Ok(String::new()) } else { bail!("{}", clip(&text)) }
-    }.await);
-
-    report.record("list_workdirs shows the alias and description, and no container path", async {
-        let v = call_ok(client, "list_workdirs", json!({})).await?;
-        let text = v.to_string();
-        let found = v["workdirs"].as_array().context("no workdirs array")?.iter()
-            .any(|w| w["alias"] == json!(alias) && w["description"].is_string());
-        if !found { bail!("{alias} missing: {}", clip(&text)); }
-        if text.contains("/workdirs") { bail!("container path leaked: {}", clip(&text)); }
-        Ok(text)
-    }.await);
-
-    report.record("list_directory lists the root; hidden and denied entries are left out", async {
-        let v = call_ok(client, "list_directory", json!({"workdir": alias, "path": ""})).await?;
-        let names: Vec<&str> = v["entries"].as_array().context("no entries")?.iter()
-            .filter_map(|e| e["name"].as_str()).collect();
-        for want in ["README.md", "project"] {
-            if !names.contains(&want) { bail!("{want} missing from {names:?}"); }
+    report.record(
+        "list_workdirs shows the alias and description, and no container path",
+        async {
+            let v = call_ok(client, "list_workdirs", json!({})).await?;
+            let text = v.to_string();
+            let found = v["workdirs"]
+                .as_array()
+                .context("no workdirs array")?
+                .iter()
+                .any(|w| w["alias"] == json!(alias) && w["description"].is_string());
+            if !found {
+                bail!("{alias} missing: {}", clip(&text));
+            }
+            if text.contains("/workdirs") {
+                bail!("container path leaked: {}", clip(&text));
+            }
+            Ok(text)
         }
-        for hidden in [".hidden", "secret.env"] {
-            if names.contains(&hidden) { bail!("{hidden} listed: {names:?}"); }
+        .await,
+    );
+
+    report.record(
+        "list_directory lists the root; hidden and denied entries are left out",
+        async {
+            let v =
+                call_ok(client, "list_directory", json!({"workdir": alias, "path": ""})).await?;
+            let names: Vec<&str> = v["entries"]
+                .as_array()
+                .context("no entries")?
+                .iter()
+                .filter_map(|e| e["name"].as_str())
+                .collect();
+            for want in ["README.md", "project"] {
+                if !names.contains(&want) {
+                    bail!("{want} missing from {names:?}");
+                }
+            }
+            for hidden in [".hidden", "secret.env"] {
+                if names.contains(&hidden) {
+                    bail!("{hidden} listed: {names:?}");
+                }
+            }
+            Ok(format!("{names:?}"))
         }
-        Ok(format!("{names:?}"))
-    }.await);
+        .await,
+    );
 
-    report.record("find_files *compose*.yml finds project/docker-compose.yml", async {
-        let v = call_ok(client, "find_files", json!({"workdir": alias, "pattern": "*compose*.yml"})).await?;
-        let paths: Vec<&str> = v["matches"].as_array().context("no matches")?.iter()
-            .filter_map(|m| m["path"].as_str()).collect();
-        if paths == ["project/docker-compose.yml"] { Ok(format!("{paths:?}")) } else { bail!("{paths:?}") }
-    }.await);
-
-    report.record("search_text DATABASE_URL finds project/main.py and not secret.env", async {
-        let v = call_ok(client, "search_text", json!({"workdir": alias, "query": "DATABASE_URL"})).await?;
-        let hits: Vec<String> = v["matches"].as_array().context("no matches")?.iter()
-            .map(|m| format!("{}:{}", m["path"].as_str().unwrap_or("?"), m["line"])).collect();
-        if hits.iter().any(|h| h.starts_with("project/main.py:")) && !hits.iter().any(|h| h.contains("secret")) {
-            Ok(format!("{hits:?}"))
-        } else {
-            bail!("{hits:?}")
+    report.record(
+        "find_files *compose*.yml finds project/docker-compose.yml",
+        async {
+            let v = call_ok(
+                client,
+                "find_files",
+                json!({"workdir": alias, "pattern": "*compose*.yml"}),
+            )
+            .await?;
+            let paths: Vec<&str> = v["matches"]
+                .as_array()
+                .context("no matches")?
+                .iter()
+                .filter_map(|m| m["path"].as_str())
+                .collect();
+            if paths == ["project/docker-compose.yml"] {
+                Ok(format!("{paths:?}"))
+            } else {
+                bail!("{paths:?}")
+            }
         }
-    }.await);
+        .await,
+    );
 
-    report.record("read_text_file README.md returns its text", async {
-        let v = call_ok(client, "read_text_file", json!({"workdir": alias, "path": "README.md"})).await?;
-        let content = v["content"].as_str().context("no content")?;
-        if content.starts_with("# ServerFS smoke fixture") { Ok(format!("{} bytes", content.len())) } else { bail!("{}", clip(content)) }
-    }.await);
+    report.record(
+        "search_text DATABASE_URL finds project/main.py and not secret.env",
+        async {
+            let v =
+                call_ok(client, "search_text", json!({"workdir": alias, "query": "DATABASE_URL"}))
+                    .await?;
+            let hits: Vec<String> = v["matches"]
+                .as_array()
+                .context("no matches")?
+                .iter()
+                .map(|m| format!("{}:{}", m["path"].as_str().unwrap_or("?"), m["line"]))
+                .collect();
+            if hits.iter().any(|h| h.starts_with("project/main.py:"))
+                && !hits.iter().any(|h| h.contains("secret"))
+            {
+                Ok(format!("{hits:?}"))
+            } else {
+                bail!("{hits:?}")
+            }
+        }
+        .await,
+    );
 
-    report.record("stat_file project/main.py is a file with a size", async {
-        let v = call_ok(client, "stat_file", json!({"workdir": alias, "path": "project/main.py"})).await?;
-        if v["type"] == json!("file") && v["size"].as_u64().is_some_and(|s| s > 0) { Ok(v.to_string()) } else { bail!("{v}") }
-    }.await);
+    report.record(
+        "read_text_file README.md returns its text",
+        async {
+            let v =
+                call_ok(client, "read_text_file", json!({"workdir": alias, "path": "README.md"}))
+                    .await?;
+            let content = v["content"].as_str().context("no content")?;
+            if content.starts_with("# ServerFS smoke fixture") {
+                Ok(format!("{} bytes", content.len()))
+            } else {
+                bail!("{}", clip(content))
+            }
+        }
+        .await,
+    );
 
-    report.record("resources/read serverfs://ALIAS/README.md returns its text", async {
-        let uri = format!("serverfs://{alias}/README.md");
-        let r = tokio::time::timeout(TIMEOUT, client.read_resource(ReadResourceRequestParams::new(uri))).await??;
-        let text = serde_json::to_string(&r)?;
-        if text.contains("ServerFS smoke fixture") { Ok(String::new()) } else { bail!("{}", clip(&text)) }
-    }.await);
+    report.record(
+        "stat_file project/main.py is a file with a size",
+        async {
+            let v =
+                call_ok(client, "stat_file", json!({"workdir": alias, "path": "project/main.py"}))
+                    .await?;
+            if v["type"] == json!("file") && v["size"].as_u64().is_some_and(|s| s > 0) {
+                Ok(v.to_string())
+            } else {
+                bail!("{v}")
+            }
+        }
+        .await,
+    );
+
+    report.record(
+        "resources/read serverfs://ALIAS/README.md returns its text",
+        async {
+            let uri = format!("serverfs://{alias}/README.md");
+            let r = tokio::time::timeout(
+                TIMEOUT,
+                client.read_resource(ReadResourceRequestParams::new(uri)),
+            )
+            .await??;
+            let text = serde_json::to_string(&r)?;
+            if text.contains("ServerFS smoke fixture") {
+                Ok(String::new())
+            } else {
+                bail!("{}", clip(&text))
+            }
+        }
+        .await,
+    );
 
     // --- Escapes and policy: every one must be a tool error with the right code. ---
     let denials: [(&str, Value, &str); 10] = [
-        ("read ../../etc/passwd", json!({"workdir": alias, "path": "../../etc/passwd"}), "PATH_OUTSIDE_WORKDIR"),
-        ("read project/../../../etc/passwd", json!({"workdir": alias, "path": "project/../../../etc/passwd"}), "PATH_OUTSIDE_WORKDIR"),
-        ("read absolute /etc/passwd", json!({"workdir": alias, "path": "/etc/passwd"}), "PATH_OUTSIDE_WORKDIR"),
+        (
+            "read ../../etc/passwd",
+            json!({"workdir": alias, "path": "../../etc/passwd"}),
+            "PATH_OUTSIDE_WORKDIR",
+        ),
+        (
+            "read project/../../../etc/passwd",
+            json!({"workdir": alias, "path": "project/../../../etc/passwd"}),
+            "PATH_OUTSIDE_WORKDIR",
+        ),
+        (
+            "read absolute /etc/passwd",
+            json!({"workdir": alias, "path": "/etc/passwd"}),
+            "PATH_OUTSIDE_WORKDIR",
+        ),
         ("read .hidden", json!({"workdir": alias, "path": ".hidden"}), "HIDDEN_PATH_NOT_ALLOWED"),
         ("read secret.env", json!({"workdir": alias, "path": "secret.env"}), "DENIED_PATH"),
         ("read project/.env", json!({"workdir": alias, "path": "project/.env"}), "DENIED_PATH"),
-        ("read etc-link/passwd (symlink to /etc)", json!({"workdir": alias, "path": "etc-link/passwd"}), "SYMLINK_NOT_ALLOWED"),
-        ("read passwd-link (symlink to /etc/passwd)", json!({"workdir": alias, "path": "passwd-link"}), "SYMLINK_NOT_ALLOWED"),
-        ("read proc-link/self/environ (symlink to /proc)", json!({"workdir": alias, "path": "proc-link/self/environ"}), "SYMLINK_NOT_ALLOWED"),
-        ("read in an unknown workdir", json!({"workdir": "nope", "path": "README.md"}), "WORKDIR_NOT_FOUND"),
+        (
+            "read etc-link/passwd (symlink to /etc)",
+            json!({"workdir": alias, "path": "etc-link/passwd"}),
+            "SYMLINK_NOT_ALLOWED",
+        ),
+        (
+            "read passwd-link (symlink to /etc/passwd)",
+            json!({"workdir": alias, "path": "passwd-link"}),
+            "SYMLINK_NOT_ALLOWED",
+        ),
+        (
+            "read proc-link/self/environ (symlink to /proc)",
+            json!({"workdir": alias, "path": "proc-link/self/environ"}),
+            "SYMLINK_NOT_ALLOWED",
+        ),
+        (
+            "read in an unknown workdir",
+            json!({"workdir": "nope", "path": "README.md"}),
+            "WORKDIR_NOT_FOUND",
+        ),
     ];
     for (name, args, code) in denials {
-        report.record(&format!("{name} fails with {code}"), call_err(client, "read_text_file", args, code).await);
+        report.record(
+            &format!("{name} fails with {code}"),
+            call_err(client, "read_text_file", args, code).await,
+        );
     }
     report.record(
         "list_directory etc-link (symlink to /etc) fails with SYMLINK_NOT_ALLOWED",
-        call_err(client, "list_directory", json!({"workdir": alias, "path": "etc-link"}), "SYMLINK_NOT_ALLOWED").await,
+        call_err(
+            client,
+            "list_directory",
+            json!({"workdir": alias, "path": "etc-link"}),
+            "SYMLINK_NOT_ALLOWED",
+        )
+        .await,
     );
     report.record(
         "search_text under etc-link fails with SYMLINK_NOT_ALLOWED",
-        call_err(client, "search_text", json!({"workdir": alias, "path": "etc-link", "query": "root"}), "SYMLINK_NOT_ALLOWED").await,
+        call_err(
+            client,
+            "search_text",
+            json!({"workdir": alias, "path": "etc-link", "query": "root"}),
+            "SYMLINK_NOT_ALLOWED",
+        )
+        .await,
     );
     report.record(
         "stat_file ../ fails with PATH_OUTSIDE_WORKDIR",
-        call_err(client, "stat_file", json!({"workdir": alias, "path": ".."}), "PATH_OUTSIDE_WORKDIR").await,
+        call_err(
+            client,
+            "stat_file",
+            json!({"workdir": alias, "path": ".."}),
+            "PATH_OUTSIDE_WORKDIR",
+        )
+        .await,
     );
-    report.record("search_text root:x finds nothing (nothing outside the workdir is searched)", async {
-        let v = call_ok(client, "search_text", json!({"workdir": alias, "query": "root:x:0:0"})).await?;
-        ensure_eq(v["returned"].as_u64().unwrap_or(u64::MAX), 0, "returned")
-    }.await);
+    report.record(
+        "search_text root:x finds nothing (nothing outside the workdir is searched)",
+        async {
+            let v =
+                call_ok(client, "search_text", json!({"workdir": alias, "query": "root:x:0:0"}))
+                    .await?;
+            ensure_eq(v["returned"].as_u64().unwrap_or(u64::MAX), 0, "returned")
+        }
+        .await,
+    );
 }
 
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Result<Value> {
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> Result<Value> {
     let Value::Object(args) = args else { bail!("arguments must be an object") };
     let params = CallToolRequestParams::new(Cow::Borrowed(tool)).with_arguments(args);
     let result = tokio::time::timeout(TIMEOUT, client.call_tool(params)).await??;
@@ -316,7 +494,11 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args:
 
 /// Calls a tool that must succeed; returns its structured content (or the
 /// JSON in its first text content).
-async fn call_ok(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> Result<Value> {
+async fn call_ok(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> Result<Value> {
     let r = call(client, tool, args).await?;
     if r["isError"] == json!(true) {
         bail!("tool error: {}", text_of(&r));
@@ -324,12 +506,18 @@ async fn call_ok(client: &RunningService<RoleClient, ()>, tool: &'static str, ar
     if let Some(v) = r.get("structuredContent").filter(|v| v.is_object()) {
         return Ok(v.clone());
     }
-    serde_json::from_str(&text_of(&r)).with_context(|| format!("no structured content: {}", clip(&r.to_string())))
+    serde_json::from_str(&text_of(&r))
+        .with_context(|| format!("no structured content: {}", clip(&r.to_string())))
 }
 
 /// Calls a tool that must fail with `code` (text `CODE: message`), and checks
 /// the message leaks no container path.
-async fn call_err(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value, code: &str) -> Result<String> {
+async fn call_err(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+    code: &str,
+) -> Result<String> {
     let r = call(client, tool, args).await?;
     let text = text_of(&r);
     if r["isError"] != json!(true) {
@@ -345,11 +533,22 @@ async fn call_err(client: &RunningService<RoleClient, ()>, tool: &'static str, a
 }
 
 fn text_of(result: &Value) -> String {
-    result["content"].as_array().into_iter().flatten()
-        .filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-async fn raw_initialize(http: &reqwest::Client, url: &str, origin: Option<&str>) -> Result<(u16, String)> {
+/// POSTs `initialize` as tunnel-client's startup probe does, optionally with
+/// one extra header (`host` replaces the one derived from the URL).
+async fn raw_initialize(
+    http: &reqwest::Client,
+    url: &str,
+    extra_header: Option<(&'static str, &str)>,
+) -> Result<(u16, String)> {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {
@@ -358,12 +557,13 @@ async fn raw_initialize(http: &reqwest::Client, url: &str, origin: Option<&str>)
             "clientInfo": {"name": "tunnel-client", "version": "probe"}
         }
     });
-    let mut req = http.post(url)
+    let mut req = http
+        .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .body(body.to_string());
-    if let Some(origin) = origin {
-        req = req.header("origin", origin);
+    if let Some((name, value)) = extra_header {
+        req = req.header(name, value);
     }
     let resp = req.send().await?;
     let status = resp.status().as_u16();
@@ -399,4 +599,3 @@ fn clip(s: &str) -> String {
     }
     out
 }
-

@@ -466,16 +466,20 @@ fn errno_words(e: Errno) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn errno_mapping() {
-        let dir = tempfile::tempdir().unwrap();
+    fn open_one(dir: &std::path::Path) -> Result<Sandbox, String> {
         let spec = WorkdirSpec {
             alias: "w".into(),
             description: None,
-            host_path: dir.path().into(),
-            origin: "w".into(),
+            host_path: dir.into(),
+            origin: "workdir 'w'".into(),
         };
-        let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+        Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap())
+    }
+
+    #[test]
+    fn errno_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = open_one(dir.path()).unwrap();
         let loc = sandbox.locate("w", "x").unwrap();
         for (errno, code) in [
             (Errno::ACCESS, ErrorCode::AccessDenied),
@@ -498,13 +502,7 @@ mod tests {
     fn sentinel_in_a_workdir_is_a_conflict() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(SENTINEL), "").unwrap();
-        let spec = WorkdirSpec {
-            alias: "w".into(),
-            description: None,
-            host_path: dir.path().into(),
-            origin: "workdir 'w'".into(),
-        };
-        let e = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap_err();
+        let e = open_one(dir.path()).unwrap_err();
         assert!(e.starts_with("workdir 'w':") && e.contains(SENTINEL), "{e}");
         assert!(!e.contains(&*dir.path().to_string_lossy()));
     }

@@ -9,8 +9,8 @@ use serverfs_search::{Budget, SearchQuery};
 
 use crate::schema::{
     DirectoryEntry, FindFilesArgs, FindFilesResult, FoundEntry, ListDirectoryArgs,
-    ListDirectoryResult, ListWorkdirsResult, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
-    SearchTextResult, StatFileArgs, StatFileResult, TextMatch, WorkdirInfo,
+    ListDirectoryResult, ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult,
+    SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult, TextMatch, WorkdirInfo,
 };
 
 /// Everything a call needs, built once at start-up.
@@ -139,17 +139,7 @@ impl ReadOnlyFs {
         let limit = self.search_limit(args.limit)?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
         let found = serverfs_search::find_files(&self.sandbox, &loc, &args.pattern, limit, budget)?;
-        let matches: Vec<FoundEntry> = found
-            .matches
-            .into_iter()
-            .map(|m| FoundEntry { path: m.path, kind: m.kind.into() })
-            .collect();
-        Ok(FindFilesResult {
-            returned: matches.len() as u64,
-            matches,
-            truncated: found.truncated_reason.is_some(),
-            truncated_reason: found.truncated_reason.map(Into::into),
-        })
+        Ok(Matches::from_outcome(found, |m| FoundEntry { path: m.path, kind: m.kind.into() }))
     }
 
     pub(crate) fn search_text(
@@ -167,17 +157,7 @@ impl ReadOnlyFs {
             max_file_bytes: self.limits.search_max_file_bytes,
         };
         let found = serverfs_search::search_text(&self.sandbox, &loc, &query, budget)?;
-        let matches: Vec<TextMatch> = found
-            .matches
-            .into_iter()
-            .map(|m| TextMatch { path: m.path, line: m.line, text: m.text })
-            .collect();
-        Ok(SearchTextResult {
-            returned: matches.len() as u64,
-            matches,
-            truncated: found.truncated_reason.is_some(),
-            truncated_reason: found.truncated_reason.map(Into::into),
-        })
+        Ok(Matches::from_outcome(found, |m| TextMatch { path: m.path, line: m.line, text: m.text }))
     }
 
     /// A fresh budget for one find/search call.

@@ -155,11 +155,13 @@ impl From<serverfs_search::TruncatedReason> for TruncatedReason {
     }
 }
 
-/// find_files result.
+/// What find_files and search_text return.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct FindFilesResult {
-    /// Matches in walk order (depth-first, names in byte order).
-    pub matches: Vec<FoundEntry>,
+#[schemars(rename = "{T}Matches")]
+pub struct Matches<T> {
+    /// Matches in walk order (depth-first, names in byte order), then line
+    /// order.
+    pub matches: Vec<T>,
     /// Number of matches returned.
     pub returned: u64,
     /// True when more may exist.
@@ -167,6 +169,25 @@ pub struct FindFilesResult {
     /// Why the search stopped, when truncated.
     pub truncated_reason: Option<TruncatedReason>,
 }
+
+impl<T> Matches<T> {
+    /// From the search library's outcome, converting each match.
+    pub(crate) fn from_outcome<S>(
+        outcome: serverfs_search::Outcome<S>,
+        convert: impl Fn(S) -> T,
+    ) -> Self {
+        let matches: Vec<T> = outcome.matches.into_iter().map(convert).collect();
+        Self {
+            returned: matches.len() as u64,
+            matches,
+            truncated: outcome.truncated_reason.is_some(),
+            truncated_reason: outcome.truncated_reason.map(Into::into),
+        }
+    }
+}
+
+/// find_files result.
+pub type FindFilesResult = Matches<FoundEntry>;
 
 /// Arguments of search_text.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -207,17 +228,7 @@ pub struct TextMatch {
 }
 
 /// search_text result.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SearchTextResult {
-    /// Matches in walk order, then line order.
-    pub matches: Vec<TextMatch>,
-    /// Number of matches returned.
-    pub returned: u64,
-    /// True when more may exist.
-    pub truncated: bool,
-    /// Why the search stopped, when truncated.
-    pub truncated_reason: Option<TruncatedReason>,
-}
+pub type SearchTextResult = Matches<TextMatch>;
 
 /// Arguments of read_text_file.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::ops::ReadOnlyFs;
 use crate::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
-    ListWorkdirsResult, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs, SearchTextResult,
-    StatFileArgs, StatFileResult,
+    ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
+    SearchTextResult, StatFileArgs, StatFileResult,
 };
 use crate::uri;
 
@@ -65,8 +65,7 @@ trait Reported {
 impl Reported for ListWorkdirsResult {}
 impl Reported for ListDirectoryResult {}
 impl Reported for StatFileResult {}
-impl Reported for FindFilesResult {}
-impl Reported for SearchTextResult {}
+impl<T> Reported for Matches<T> {}
 impl Reported for ReadTextFileResult {
     fn bytes_returned(&self) -> u64 {
         self.bytes_returned

@@ -47,6 +47,15 @@ impl std::fmt::Display for TruncatedReason {
     }
 }
 
+/// What find_files and search_text return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome<T> {
+    /// At most `limit` matches, in walk order (then line order).
+    pub matches: Vec<T>,
+    /// `Some` only when more may exist than what is returned.
+    pub truncated_reason: Option<TruncatedReason>,
+}
+
 /// Limits of one call. Build it when the call starts: the deadline is
 /// `now + timeout`.
 #[derive(Clone, Debug)]

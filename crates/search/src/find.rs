@@ -15,7 +15,7 @@
 
 use serverfs_core::{EntryKind, FsError, Location, Sandbox};
 
-use crate::budget::{Budget, TruncatedReason};
+use crate::budget::{Budget, Outcome, TruncatedReason};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// One find_files result.
@@ -28,13 +28,7 @@ pub struct FoundEntry {
 }
 
 /// What find_files returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FindOutcome {
-    /// At most `limit` entries, in walk order.
-    pub matches: Vec<FoundEntry>,
-    /// `Some` only when more may exist than what is returned.
-    pub truncated_reason: Option<TruncatedReason>,
-}
+pub type FindOutcome = Outcome<FoundEntry>;
 
 /// Finds entries below the directory `start` matching `pattern`.
 ///

@@ -37,7 +37,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
 use serverfs_core::{EntryKind, FsError, Location, Sandbox};
 
-use crate::budget::{Budget, BudgetReader, TruncatedReason, is_budget_stop};
+use crate::budget::{Budget, BudgetReader, Outcome, TruncatedReason, is_budget_stop};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// Longest accepted query, in characters.
@@ -61,14 +61,8 @@ pub struct TextMatch {
     pub text: String,
 }
 
-/// What search_text returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SearchOutcome {
-    /// At most `limit` matches: files in walk order, lines ascending.
-    pub matches: Vec<TextMatch>,
-    /// `Some` only when more may exist than what is returned.
-    pub truncated_reason: Option<TruncatedReason>,
-}
+/// What search_text returns: files in walk order, lines ascending.
+pub type SearchOutcome = Outcome<TextMatch>;
 
 /// The arguments of one search besides where it starts.
 #[derive(Clone, Copy, Debug)]

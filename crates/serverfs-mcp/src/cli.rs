@@ -158,21 +158,11 @@ impl Cli {
         if self.max_body_bytes == 0 {
             return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".into());
         }
-        let hosts: Vec<String> = self
-            .allowed_hosts
-            .iter()
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .collect();
+        let hosts = trimmed(&self.allowed_hosts);
         if hosts.is_empty() {
             return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".into());
         }
-        let globs: Vec<String> = self
-            .extra_deny_globs
-            .iter()
-            .map(|g| g.trim().to_owned())
-            .filter(|g| !g.is_empty())
-            .collect();
+        let globs = trimmed(&self.extra_deny_globs);
         let policy = Policy::new(self.allow_hidden, &globs)
             .map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
         let workdirs = if self.workdirs.is_empty() {
@@ -187,14 +177,15 @@ impl Cli {
             http: HttpOptions {
                 listen: self.listen,
                 allowed_hosts: hosts,
-                extra_origins: self
-                    .allowed_origins
-                    .iter()
-                    .map(|o| o.trim().to_owned())
-                    .filter(|o| !o.is_empty())
-                    .collect(),
+                extra_origins: trimmed(&self.allowed_origins),
                 max_body_bytes: self.max_body_bytes,
             },
         })
     }
+}
+
+/// A comma-separated setting's items, trimmed, empty ones dropped
+/// (`a, b,` is `[a, b]`).
+fn trimmed(items: &[String]) -> Vec<String> {
+    items.iter().map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()).collect()
 }

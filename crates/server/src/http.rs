@@ -50,7 +50,7 @@ pub async fn serve_http<S, F>(
     factory: F,
     options: HttpOptions,
     shutdown: CancellationToken,
-) -> anyhow::Result<()>
+) -> std::io::Result<()>
 where
     S: ServerHandler + Send + 'static,
     F: Fn() -> S + Send + Sync + 'static,

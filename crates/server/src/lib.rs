@@ -21,19 +21,16 @@ pub use logging::init_logging;
 ///
 /// # Errors
 /// If the transport fails before the client is served.
-pub async fn serve_stdio<S>(server: S) -> anyhow::Result<()>
+pub async fn serve_stdio<S>(server: S) -> std::io::Result<()>
 where
     S: rmcp::ServerHandler,
 {
     use rmcp::ServiceExt;
     use rmcp::service::ServerInitializeError;
     match server.serve(rmcp::transport::io::stdio_pipes()).await {
-        Ok(running) => {
-            running.waiting().await?;
-            Ok(())
-        }
+        Ok(running) => running.waiting().await.map(drop).map_err(std::io::Error::other),
         // The client went away before saying anything: a normal end.
         Err(ServerInitializeError::ConnectionClosed(_)) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(std::io::Error::other(e)),
     }
 }

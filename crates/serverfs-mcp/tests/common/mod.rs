@@ -64,7 +64,19 @@ impl HttpServer {
     }
 
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(BIN)
+        Self::spawn(Command::new(BIN), args, env)
+    }
+
+    /// Starts the server as `uid:gid` (the caller must be root).
+    pub fn start_as(uid: u32, gid: u32, args: &[&str]) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(BIN);
+        cmd.uid(uid).gid(gid);
+        Self::spawn(cmd, args, &[])
+    }
+
+    fn spawn(mut cmd: Command, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = cmd
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().copied())

@@ -104,7 +104,6 @@ async fn stdio_cancel_notification_stops_the_search() {
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
     );
     assert_idle(pid).await;
-    drop(send);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }

@@ -65,13 +65,7 @@ impl ReadOnlyFs {
         let entries: Vec<DirectoryEntry> = listing
             .entries
             .into_iter()
-            .map(|e| DirectoryEntry {
-                name: e.name,
-                path: e.path,
-                kind: e.info.kind.into(),
-                size: e.info.size,
-                modified_at: e.info.modified_at,
-            })
+            .map(|e| DirectoryEntry { name: e.name, path: e.path, meta: e.info.into() })
             .collect();
         Ok(ListDirectoryResult {
             workdir: args.workdir.clone(),
@@ -124,9 +118,7 @@ impl ReadOnlyFs {
         Ok(StatFileResult {
             workdir: args.workdir.clone(),
             path: loc.path().as_relative(),
-            kind: info.kind.into(),
-            size: info.size,
-            modified_at: info.modified_at,
+            meta: info.into(),
             mime_type,
         })
     }

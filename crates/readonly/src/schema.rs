@@ -49,7 +49,16 @@ pub struct DirectoryEntry {
     pub name: String,
     /// Path relative to the workdir root.
     pub path: String,
-    /// Entry type.
+    /// Type, size, modification time.
+    #[serde(flatten)]
+    pub meta: EntryMeta,
+}
+
+/// What listings and stat_file say of an entry (never owner, inode, device
+/// or link target).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EntryMeta {
+    /// Entry type (a symlink is reported as such, never followed).
     #[serde(rename = "type")]
     pub kind: EntryType,
     /// Size in bytes (files only).
@@ -57,6 +66,12 @@ pub struct DirectoryEntry {
     pub size: Option<u64>,
     /// Last modification, RFC 3339 UTC.
     pub modified_at: Option<String>,
+}
+
+impl From<serverfs_core::entries::EntryInfo> for EntryMeta {
+    fn from(info: serverfs_core::entries::EntryInfo) -> Self {
+        Self { kind: info.kind.into(), size: info.size, modified_at: info.modified_at }
+    }
 }
 
 /// Entry types.
@@ -278,21 +293,16 @@ pub struct StatFileArgs {
     pub path: String,
 }
 
-/// Metadata of one entry (never owner, inode, device or link target).
+/// Metadata of one entry.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StatFileResult {
     /// Workdir alias.
     pub workdir: String,
     /// Normalised path.
     pub path: String,
-    /// Entry type (a symlink is reported as such, not followed).
-    #[serde(rename = "type")]
-    pub kind: EntryType,
-    /// Size in bytes (files only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// Last modification, RFC 3339 UTC.
-    pub modified_at: Option<String>,
+    /// Type, size, modification time.
+    #[serde(flatten)]
+    pub meta: EntryMeta,
     /// Best guess from the name for files; null otherwise.
     pub mime_type: Option<String>,
 }

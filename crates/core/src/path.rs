@@ -19,17 +19,12 @@ pub struct RelPath {
 }
 
 impl RelPath {
-    /// The workdir root.
-    pub fn root() -> Self {
-        Self::default()
-    }
-
     /// Checks syntax, then normalises `.` and `..` lexically.
     ///
     /// Order (SPEC §2.6): NUL, backslash, drive or UNC forms →
     /// `INVALID_ARGUMENT`; absolute → `PATH_OUTSIDE_WORKDIR`; `..` above the
-    /// root → `PATH_OUTSIDE_WORKDIR`. `shown` is how the path is named in
-    /// messages (`alias:` prefix included by the caller).
+    /// root → `PATH_OUTSIDE_WORKDIR`. Messages name the path as
+    /// `alias:/raw`.
     pub fn parse(raw: &str, alias: &str) -> Result<Self, FsError> {
         let shown = || format!("{alias}:/{}", printable(raw));
         let drive_form = || {
@@ -116,23 +111,9 @@ impl RelPath {
         self.components.last().map(String::as_str)
     }
 
-    /// This path with one more component.
-    #[must_use]
-    pub fn join(&self, name: &str) -> Self {
-        let mut components = self.components.clone();
-        components.push(name.to_owned());
-        Self { components }
-    }
-
     /// `a/b/c`, or `""` for the root: the form returned to clients.
     pub fn as_relative(&self) -> String {
         self.components.join("/")
-    }
-
-    /// The parent path and final name; `None` for the root.
-    pub fn split_last(&self) -> Option<(RelPath, &str)> {
-        let (last, rest) = self.components.split_last()?;
-        Some((RelPath { components: rest.to_vec() }, last.as_str()))
     }
 }
 

@@ -126,7 +126,7 @@ impl Policy {
                 prefix.push('/');
             }
             prefix.push_str(name);
-            if self.name_denied(name) || (i > 0 && self.path_denied(&prefix, name)) {
+            if self.denied(&prefix, name) {
                 return Some(Refusal::Denied);
             }
             hidden |= is_hidden(name);
@@ -155,18 +155,14 @@ impl Policy {
     /// For walks and listings whose ancestors already passed: may the entry
     /// `name`, at `relative` (its full relative path, `/`-joined), be shown?
     pub fn entry_visible(&self, relative: &str, name: &str) -> bool {
-        !(self.name_denied(name)
-            || (relative.contains('/') && self.path_denied(relative, name))
-            || (!self.allow_hidden && is_hidden(name)))
+        !(self.denied(relative, name) || (!self.allow_hidden && is_hidden(name)))
     }
 
-    fn name_denied(&self, name: &str) -> bool {
+    /// The deny rule, for the entry `name` at `relative` (which ends with
+    /// it). The tail test keeps the path globs off almost every entry.
+    fn denied(&self, relative: &str, name: &str) -> bool {
         self.name_rules.is_match(name)
-    }
-
-    /// `relative` ends with the component `name`.
-    fn path_denied(&self, relative: &str, name: &str) -> bool {
-        self.path_rule_tails.is_match(name) && self.path_rules.is_match(relative)
+            || (self.path_rule_tails.is_match(name) && self.path_rules.is_match(relative))
     }
 }
 

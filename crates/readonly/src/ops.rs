@@ -26,16 +26,6 @@ impl ReadOnlyFs {
         Self { sandbox, limits }
     }
 
-    /// The sandbox.
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
-    }
-
-    /// The limits.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     pub(crate) fn list_workdirs(&self) -> ListWorkdirsResult {
         ListWorkdirsResult {
             workdirs: self
@@ -164,20 +154,25 @@ impl ReadOnlyFs {
         bounded("limit", limit, self.limits.default_search_results, self.limits.max_search_results)
     }
 
-    /// The whole text of `alias:/path` for `resources/read`: the same
-    /// resolver and reader as read_text_file, capped at the read limit.
-    pub(crate) fn read_resource(
-        &self,
-        alias: &str,
-        path: &str,
-    ) -> Result<(String, String), FsError> {
-        let loc = self.sandbox.locate(alias, path)?;
+    /// The whole text behind a `serverfs://{workdir}/{path}` URI for
+    /// `resources/read`: the same resolver and reader as read_text_file,
+    /// capped at the read limit.
+    pub(crate) fn read_resource(&self, uri: &str) -> Result<ResourceText, FsError> {
+        let (alias, path) = crate::uri::parse(uri)?;
+        let loc = self.sandbox.locate(&alias, &path)?;
         let (file, stat) = self.sandbox.open_file(&loc)?;
         let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
         let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes)?;
         let mime = loc.path().file_name().map_or_else(|| "text/plain".to_owned(), guess_mime);
-        Ok((content, mime))
+        Ok(ResourceText { content, mime })
     }
+}
+
+/// A resource's text and MIME type.
+#[derive(Debug)]
+pub(crate) struct ResourceText {
+    pub(crate) content: String,
+    pub(crate) mime: String,
 }
 
 /// `value` (or `default`) checked to lie in `1..=max`.

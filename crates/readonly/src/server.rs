@@ -23,7 +23,7 @@ use serverfs_core::{ErrorCode, FsError};
 use serverfs_search::Budget;
 use tokio_util::sync::CancellationToken;
 
-use crate::ops::ReadOnlyFs;
+use crate::ops::{ReadOnlyFs, ResourceText};
 use crate::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
     ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
@@ -66,6 +66,11 @@ impl Reported for ListWorkdirsResult {}
 impl Reported for ListDirectoryResult {}
 impl Reported for StatFileResult {}
 impl<T> Reported for Matches<T> {}
+impl Reported for ResourceText {
+    fn bytes_returned(&self) -> u64 {
+        self.content.len() as u64
+    }
+}
 impl Reported for ReadTextFileResult {
     fn bytes_returned(&self) -> u64 {
         self.bytes_returned
@@ -192,8 +197,7 @@ impl ReadOnlyServer {
 }
 
 impl ReadOnlyServer {
-    /// Runs `op` on the blocking pool, logs the call and maps failures to
-    /// `CODE: message`.
+    /// [`Self::run`] for a tool: failures become `CODE: message`.
     async fn call<T, F>(
         &self,
         tool: &'static str,
@@ -201,6 +205,21 @@ impl ReadOnlyServer {
         path: Option<String>,
         op: F,
     ) -> ToolResult<T>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&ReadOnlyFs) -> Result<T, FsError> + Send + 'static,
+    {
+        self.run(tool, workdir, path, op).await.map(Json).map_err(|e| e.to_string())
+    }
+
+    /// Runs `op` on the blocking pool and logs the call.
+    async fn run<T, F>(
+        &self,
+        tool: &'static str,
+        workdir: Option<String>,
+        path: Option<String>,
+        op: F,
+    ) -> Result<T, FsError>
     where
         T: Reported + Send + 'static,
         F: FnOnce(&ReadOnlyFs) -> Result<T, FsError> + Send + 'static,
@@ -213,7 +232,7 @@ impl ReadOnlyServer {
         });
         let bytes = outcome.as_ref().map_or(0, Reported::bytes_returned);
         log_call(tool, workdir.as_deref(), path.as_deref(), bytes, started, outcome.as_ref().err());
-        outcome.map(Json).map_err(|e| e.to_string())
+        outcome
     }
 }
 
@@ -302,36 +321,15 @@ impl ServerHandler for ReadOnlyServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let started = Instant::now();
         let uri = request.uri;
-        let fs = Arc::clone(&self.fs);
-        let target = uri::parse(&uri);
-        let (workdir, path) =
-            target.as_ref().map(|(w, p)| (Some(w.clone()), Some(p.clone()))).unwrap_or_default();
-        let outcome = match target {
-            Ok((w, p)) => tokio::task::spawn_blocking(move || fs.read_resource(&w, &p))
-                .await
-                .unwrap_or_else(|join| {
-                    Err(FsError::new(
-                        ErrorCode::InternalError,
-                        "the call failed inside the server.",
-                    )
-                    .with_detail(join.to_string()))
-                }),
-            Err(e) => Err(e),
-        };
-        let bytes = outcome.as_ref().map_or(0, |(text, _)| text.len() as u64);
-        log_call(
-            "resources/read",
-            workdir.as_deref(),
-            path.as_deref(),
-            bytes,
-            started,
-            outcome.as_ref().err(),
-        );
+        let target = uri.clone();
+        // The log's `path` is the URI as sent.
+        let outcome = self
+            .run("resources/read", None, Some(uri.clone()), move |fs| fs.read_resource(&target))
+            .await;
         match outcome {
-            Ok((text, mime)) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(text, uri).with_mime_type(mime),
+            Ok(r) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(r.content, uri).with_mime_type(r.mime),
             ])
             .into()),
             Err(e) => Err(resource_error(&e, &uri)),

@@ -1,9 +1,12 @@
 //! Metadata and directory listings (SPEC §2.3 list_directory, stat_file).
 //!
-//! Guarantees: listings are sorted by name in byte order and paged without
-//! holding more than `offset + limit + 1` names (a bounded heap), so a huge
-//! directory costs one pass and bounded memory; only the returned page is
-//! `stat`ed. Hidden and denied entries are left out; names that are not
+//! Guarantees: listings are sorted by name in byte order and paged in one
+//! pass over the directory, holding at most `offset + limit` names (a
+//! bounded heap), where `offset ≤` [`MAX_LIST_OFFSET`]: memory per call is
+//! bounded by the page, never by the directory's size. Pages further in are
+//! reached with a name cursor (entries after the last name returned), which
+//! costs the same as the first page. Only the returned page is `stat`ed; the
+//! call's deadline is checked as the directory is read. Hidden and denied entries are left out; names that are not
 //! UTF-8 are counted in `omitted`. Nothing here reveals a symlink target,
 //! owner, inode or device.
 
@@ -14,8 +17,24 @@ use std::os::unix::ffi::OsStrExt;
 use rustix::fs::{AtFlags, Stat};
 use rustix::io::Errno;
 
+use crate::deadline::Deadline;
 use crate::error::{ErrorCode, FsError};
 use crate::sandbox::{EntryKind, Location, Sandbox, errno_error};
+
+/// Largest `offset` of a listing: the heap holds `offset + limit` names, so
+/// this bounds the memory of one call. Deeper pages use the name cursor.
+pub const MAX_LIST_OFFSET: u64 = 10_000;
+
+/// Which page of a directory to list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRequest<'a> {
+    /// Only names that sort after this one (byte order), if given.
+    pub after: Option<&'a str>,
+    /// Visible entries to skip (after `after`), at most [`MAX_LIST_OFFSET`].
+    pub offset: u64,
+    /// Entries to return, ≥ 1.
+    pub limit: u64,
+}
 
 /// What `stat_file` and each listing entry report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,27 +91,45 @@ pub fn stat_entry(sandbox: &Sandbox, loc: &Location<'_>) -> Result<EntryInfo, Fs
     sandbox.inspect(loc).map(|stat| EntryInfo::from_stat(&stat))
 }
 
-/// Lists `loc`: entries `offset .. offset + limit` in name order.
+/// Lists `loc`: the visible entries whose names sort after `page.after`,
+/// skipping `page.offset` of them, at most `page.limit`, in name order.
 ///
 /// # Errors
-/// `NOT_A_DIRECTORY`, `SYMLINK_NOT_ALLOWED` and the resolver's errors;
-/// `INTERNAL_ERROR` if reading the directory fails midway.
+/// `INVALID_ARGUMENT` (offset above [`MAX_LIST_OFFSET`], a cursor that is
+/// not a name), `NOT_A_DIRECTORY`, `SYMLINK_NOT_ALLOWED` and the resolver's
+/// errors; `TIMEOUT`; `INTERNAL_ERROR` if reading the directory fails midway.
 pub fn list_directory(
     sandbox: &Sandbox,
     loc: &Location<'_>,
-    offset: u64,
-    limit: u64,
+    page: PageRequest<'_>,
+    deadline: &Deadline,
 ) -> Result<Listing, FsError> {
+    if page.offset > MAX_LIST_OFFSET {
+        return Err(FsError::invalid(format!(
+            "offset must be at most {MAX_LIST_OFFSET}; to page further, pass the previous page's next_cursor as cursor."
+        )));
+    }
+    if let Some(after) = page.after
+        && (after.is_empty() || after.contains(['/', '\0']))
+    {
+        return Err(FsError::invalid(
+            "cursor is not one this server returned; pass next_cursor from the previous page.",
+        ));
+    }
     let dir = sandbox.open_dir(loc)?;
-    let keep = usize::try_from(offset.saturating_add(limit)).unwrap_or(usize::MAX);
+    // Both are small: offset is capped above and limit by the caller.
+    let keep = usize::try_from(page.offset.saturating_add(page.limit)).unwrap_or(usize::MAX);
     let base = loc.path().as_relative();
     let mut relative = String::new();
-    let mut smallest: BinaryHeap<String> = BinaryHeap::new();
-    let mut visible: u64 = 0;
+    let mut smallest: BinaryHeap<String> = BinaryHeap::with_capacity(keep.min(1024));
+    let mut beyond: u64 = 0;
     let mut omitted: u64 = 0;
 
     let reader = rustix::fs::Dir::read_from(dir.fd()).map_err(|e| errno_error(e, loc))?;
-    for entry in reader {
+    for (read, entry) in reader.enumerate() {
+        if read % 1024 == 0 && deadline.check().is_err() {
+            return Err(deadline.error(&format_args!("listing {loc}")));
+        }
         let entry = entry.map_err(|e| errno_error(e, loc))?;
         let bytes = entry.file_name().to_bytes();
         if bytes == b"." || bytes == b".." {
@@ -102,6 +139,9 @@ pub fn list_directory(
             omitted += 1;
             continue;
         };
+        if page.after.is_some_and(|after| name <= after) {
+            continue;
+        }
         relative.clear();
         if !base.is_empty() {
             relative.push_str(&base);
@@ -111,17 +151,19 @@ pub fn list_directory(
         if !sandbox.policy().entry_visible(&relative, name) {
             continue;
         }
-        visible += 1;
         if smallest.len() < keep {
             smallest.push(name.to_owned());
         } else if smallest.peek().is_some_and(|max| name < max.as_str()) {
             smallest.pop();
             smallest.push(name.to_owned());
+            beyond += 1;
+        } else {
+            beyond += 1;
         }
     }
 
     let names = smallest.into_sorted_vec();
-    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let skip = usize::try_from(page.offset).unwrap_or(usize::MAX);
     let mut entries = Vec::with_capacity(names.len().saturating_sub(skip));
     for name in names.into_iter().skip(skip) {
         match rustix::fs::statat(
@@ -144,7 +186,7 @@ pub fn list_directory(
             }
         }
     }
-    Ok(Listing { entries, has_more: visible > offset.saturating_add(limit), omitted })
+    Ok(Listing { entries, has_more: beyond > 0, omitted })
 }
 
 /// RFC 3339 UTC with whole seconds, e.g. `2026-09-17T01:20:30Z`.

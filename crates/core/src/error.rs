@@ -44,11 +44,15 @@ pub enum ErrorCode {
     InvalidArgument,
     /// A server-side failure; details are only in the log.
     InternalError,
+    /// Too many calls of the same kind are running; retry shortly.
+    ServerBusy,
+    /// The call passed its deadline before it could answer.
+    Timeout,
 }
 
 impl ErrorCode {
-    /// Every code, in the order of SPEC §2.3.
-    pub const ALL: [ErrorCode; 16] = [
+    /// Every code: SPEC §2.3's order, then the ones added since.
+    pub const ALL: [ErrorCode; 18] = [
         Self::WorkdirNotFound,
         Self::PathNotFound,
         Self::NotADirectory,
@@ -65,6 +69,8 @@ impl ErrorCode {
         Self::LineTooLarge,
         Self::InvalidArgument,
         Self::InternalError,
+        Self::ServerBusy,
+        Self::Timeout,
     ];
 
     /// The wire form, e.g. `PATH_OUTSIDE_WORKDIR`.
@@ -86,6 +92,8 @@ impl ErrorCode {
             Self::LineTooLarge => "LINE_TOO_LARGE",
             Self::InvalidArgument => "INVALID_ARGUMENT",
             Self::InternalError => "INTERNAL_ERROR",
+            Self::ServerBusy => "SERVER_BUSY",
+            Self::Timeout => "TIMEOUT",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! a file.
 
 pub mod config;
+pub mod deadline;
 pub mod entries;
 pub mod error;
 pub mod path;
@@ -21,6 +22,7 @@ pub mod sandbox;
 pub mod text;
 
 pub use config::Limits;
+pub use deadline::{Deadline, Stop};
 pub use error::{ErrorCode, FsError};
 pub use path::RelPath;
 pub use policy::Policy;

@@ -3,7 +3,9 @@
 //! Guarantees: the file is read forward through a fixed buffer and never
 //! loaded whole; lines before `start_line` are counted, not stored; memory is
 //! bounded by `max_bytes` plus one buffer, whatever the file's size or line
-//! length. Content is returned byte-exact (terminators kept, never lossy):
+//! length. The call's [`Deadline`] is checked before every buffer fill, so a
+//! read that skips millions of lines stops when its client cancels or its
+//! deadline passes (`TIMEOUT`). Content is returned byte-exact (terminators kept, never lossy):
 //! UTF-8 (a leading BOM dropped) or an error.
 
 use std::fmt::Display;
@@ -11,6 +13,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 
+use crate::deadline::{Deadline, DeadlineReader, is_deadline_stop};
 use crate::error::{ErrorCode, FsError};
 
 /// How much of the file head is sampled for NUL bytes.
@@ -39,15 +42,20 @@ pub struct TextPage {
 /// # Errors
 /// `BINARY_FILE` (NUL in the first 8 KiB or in the page),
 /// `UNSUPPORTED_TEXT_ENCODING`, `LINE_TOO_LARGE` (the first line of the page
-/// alone passes `max_bytes`), `INTERNAL_ERROR` on I/O failure.
+/// alone passes `max_bytes`), `TIMEOUT` (deadline passed or cancelled),
+/// `INTERNAL_ERROR` on I/O failure.
 pub fn read_page(
     file: &File,
     shown: &dyn Display,
     start_line: u64,
     max_lines: u64,
     max_bytes: u64,
+    deadline: &Deadline,
 ) -> Result<TextPage, FsError> {
     let io_error = |e: std::io::Error| {
+        if is_deadline_stop(&e) {
+            return deadline.error(&format_args!("reading {shown}"));
+        }
         FsError::new(ErrorCode::InternalError, format!("{shown} could not be read."))
             .with_detail(e.to_string())
     };
@@ -67,8 +75,9 @@ pub fn read_page(
 
     // Read from the start whatever the handle's offset (the head was read
     // positionally).
-    let mut reader = BufReader::with_capacity(BUFFER_BYTES, file);
-    reader.seek(SeekFrom::Start(0)).map_err(io_error)?;
+    let mut handle = file;
+    handle.seek(SeekFrom::Start(0)).map_err(io_error)?;
+    let mut reader = BufReader::with_capacity(BUFFER_BYTES, DeadlineReader::new(file, deadline));
     if head[..head_len].starts_with(BOM) {
         skip_bytes(&mut reader, BOM.len()).map_err(io_error)?;
     }
@@ -133,6 +142,7 @@ pub fn read_whole(
     size: u64,
     shown: &dyn Display,
     max_bytes: u64,
+    deadline: &Deadline,
 ) -> Result<String, FsError> {
     let too_large = || {
         FsError::new(
@@ -146,7 +156,7 @@ pub fn read_whole(
     if size > max_bytes + BOM.len() as u64 {
         return Err(too_large());
     }
-    match read_page(file, shown, 1, u64::MAX, max_bytes) {
+    match read_page(file, shown, 1, u64::MAX, max_bytes, deadline) {
         Ok(page) if page.has_more => Err(too_large()),
         Ok(page) => Ok(page.content),
         Err(e) if e.code() == ErrorCode::LineTooLarge => Err(too_large()),
@@ -247,7 +257,8 @@ mod tests {
     }
 
     fn page(bytes: &[u8], start: u64, lines: u64, cap: u64) -> Result<TextPage, ErrorCode> {
-        read_page(&file_with(bytes), &"w:/f", start, lines, cap).map_err(|e| e.code())
+        read_page(&file_with(bytes), &"w:/f", start, lines, cap, &Deadline::never())
+            .map_err(|e| e.code())
     }
 
     #[test]
@@ -320,10 +331,27 @@ mod tests {
     #[test]
     fn whole_file_cap() {
         let f = file_with(b"abc\ndef\n");
-        assert_eq!(read_whole(&f, 8, &"w:/f", 8).unwrap(), "abc\ndef\n");
-        let err = read_whole(&f, 8, &"w:/f", 7).unwrap_err();
+        let never = Deadline::never();
+        assert_eq!(read_whole(&f, 8, &"w:/f", 8, &never).unwrap(), "abc\ndef\n");
+        let err = read_whole(&f, 8, &"w:/f", 7, &never).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ReadLimitExceeded);
         let f = file_with(b"abcdefgh");
-        assert_eq!(read_whole(&f, 8, &"w:/f", 7).unwrap_err().code(), ErrorCode::ReadLimitExceeded);
+        let err = read_whole(&f, 8, &"w:/f", 7, &never).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ReadLimitExceeded);
+    }
+
+    #[test]
+    fn a_passed_deadline_or_a_cancel_stops_the_read() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let f = file_with(&b"line\n".repeat(100_000));
+        let late = Deadline::new(std::time::Duration::ZERO, Arc::new(AtomicBool::new(false)));
+        let err = read_page(&f, &"w:/f", 90_000, 2, 100, &late).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Timeout);
+        assert!(err.message().contains("w:/f"), "{}", err.message());
+        let cancelled =
+            Deadline::new(std::time::Duration::from_secs(60), Arc::new(AtomicBool::new(true)));
+        let err = read_whole(&f, 500_000, &"w:/f", 1 << 20, &cancelled).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Timeout);
     }
 }

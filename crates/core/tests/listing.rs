@@ -4,8 +4,8 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use serverfs_core::entries::{list_directory, stat_entry};
-use serverfs_core::{EntryKind, Policy, Sandbox, WorkdirSpec};
+use serverfs_core::entries::{MAX_LIST_OFFSET, PageRequest, list_directory, stat_entry};
+use serverfs_core::{Deadline, EntryKind, ErrorCode, Policy, Sandbox, WorkdirSpec};
 
 fn sandbox(dir: &std::path::Path) -> Sandbox {
     let spec = WorkdirSpec {
@@ -17,10 +17,21 @@ fn sandbox(dir: &std::path::Path) -> Sandbox {
     Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap()
 }
 
-fn names(sb: &Sandbox, path: &str, offset: u64, limit: u64) -> (Vec<String>, bool, u64) {
+fn page(
+    sb: &Sandbox,
+    path: &str,
+    after: Option<&str>,
+    offset: u64,
+    limit: u64,
+) -> (Vec<String>, bool, u64) {
     let loc = sb.locate("w", path).unwrap();
-    let l = list_directory(sb, &loc, offset, limit).unwrap();
+    let l =
+        list_directory(sb, &loc, PageRequest { after, offset, limit }, &Deadline::never()).unwrap();
     (l.entries.into_iter().map(|e| e.name).collect(), l.has_more, l.omitted)
+}
+
+fn names(sb: &Sandbox, path: &str, offset: u64, limit: u64) -> (Vec<String>, bool, u64) {
+    page(sb, path, None, offset, limit)
 }
 
 #[test]
@@ -54,7 +65,57 @@ fn byte_order_paging_and_omitted() {
     assert_eq!(paged, all);
     assert_eq!(names(&sb, "", 7, 1), (vec!["é".to_owned()], false, 1));
     assert_eq!(names(&sb, "", 8, 5).0, Vec::<String>::new());
-    assert_eq!(names(&sb, "", u64::MAX, 5).0, Vec::<String>::new());
+    assert_eq!(names(&sb, "", MAX_LIST_OFFSET, 5).0, Vec::<String>::new());
+
+    // the name cursor continues after the last name, with offset on top
+    let mut cursor: Option<String> = None;
+    let mut walked = Vec::new();
+    loop {
+        let (got, more, _) = page(&sb, "", cursor.as_deref(), 0, 3);
+        cursor = got.last().cloned();
+        walked.extend(got);
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(walked, all);
+    assert_eq!(page(&sb, "", Some("Z"), 1, 2).0, ["a", "b"]);
+    assert_eq!(page(&sb, "", Some("é"), 0, 2), (vec![], false, 1));
+    // a cursor need not be an existing name
+    assert_eq!(page(&sb, "", Some("A"), 0, 1).0, ["B"]);
+}
+
+#[test]
+fn offset_is_capped_and_cursors_are_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = sandbox(dir.path());
+    let loc = sb.locate("w", "").unwrap();
+    let never = Deadline::never();
+    for (after, offset) in [
+        (None, MAX_LIST_OFFSET + 1),
+        (None, u64::MAX),
+        (Some(""), 0),
+        (Some("a/b"), 0),
+        (Some("a\0"), 0),
+    ] {
+        let err =
+            list_directory(&sb, &loc, PageRequest { after, offset, limit: 1 }, &never).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{after:?} {offset}");
+    }
+}
+
+#[test]
+fn a_passed_deadline_stops_a_listing() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "").unwrap();
+    let sb = sandbox(dir.path());
+    let loc = sb.locate("w", "").unwrap();
+    let late = Deadline::new(std::time::Duration::ZERO, Arc::new(AtomicBool::new(false)));
+    let err = list_directory(&sb, &loc, PageRequest { after: None, offset: 0, limit: 1 }, &late)
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout);
 }
 
 #[test]
@@ -65,7 +126,8 @@ fn types_sizes_and_paths() {
     std::os::unix::fs::symlink("f.txt", dir.path().join("d/link")).unwrap();
     let sb = sandbox(dir.path());
     let loc = sb.locate("w", "d").unwrap();
-    let l = list_directory(&sb, &loc, 0, 10).unwrap();
+    let all = PageRequest { after: None, offset: 0, limit: 10 };
+    let l = list_directory(&sb, &loc, all, &Deadline::never()).unwrap();
     let got: Vec<_> =
         l.entries.iter().map(|e| (e.path.as_str(), e.info.kind, e.info.size)).collect();
     assert_eq!(

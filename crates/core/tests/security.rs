@@ -8,9 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serverfs_core::entries::{list_directory, stat_entry};
+use serverfs_core::entries::{PageRequest, list_directory, stat_entry};
 use serverfs_core::text::read_page;
-use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec};
+use serverfs_core::{
+    Deadline, EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec,
+};
+
+const FIRST_PAGE: PageRequest<'static> = PageRequest { after: None, offset: 0, limit: 500 };
 
 /// Two workdirs side by side (`w/01`, `w/01-x`, as prefix-named siblings) and
 /// a secret outside both.
@@ -65,7 +69,7 @@ impl Fixture {
     fn read(&self, path: &str) -> Result<String, FsError> {
         let loc = self.sandbox.locate("a", path)?;
         let (file, _) = self.sandbox.open_file(&loc)?;
-        read_page(&file, &loc, 1, 100, 1 << 20).map(|p| p.content)
+        read_page(&file, &loc, 1, 100, 1 << 20, &Deadline::never()).map(|p| p.content)
     }
     fn stat(&self, path: &str) -> Result<EntryKind, FsError> {
         let loc = self.sandbox.locate("a", path)?;
@@ -73,7 +77,7 @@ impl Fixture {
     }
     fn list(&self, path: &str) -> Result<Vec<String>, FsError> {
         let loc = self.sandbox.locate("a", path)?;
-        list_directory(&self.sandbox, &loc, 0, 500)
+        list_directory(&self.sandbox, &loc, FIRST_PAGE, &Deadline::never())
             .map(|l| l.entries.into_iter().map(|e| e.name).collect())
     }
 }
@@ -264,15 +268,16 @@ fn race(mode: ResolveMode) {
         for name in ["swap/passwd", "evil/passwd", "swap/hostname"] {
             let Ok(loc) = sandbox.locate("w", name) else { continue };
             if let Ok((file, _)) = sandbox.open_file(&loc) {
-                let content =
-                    read_page(&file, &loc, 1, 10, 4096).map(|p| p.content).unwrap_or_default();
+                let content = read_page(&file, &loc, 1, 10, 4096, &Deadline::never())
+                    .map(|p| p.content)
+                    .unwrap_or_default();
                 assert!(content.is_empty() || content == "safe\n", "escaped: {content:?}");
                 ok_reads += 1;
             }
         }
         for d in ["swap", "evil"] {
             if let Ok(loc) = sandbox.locate("w", d)
-                && let Ok(listing) = list_directory(&sandbox, &loc, 0, 500)
+                && let Ok(listing) = list_directory(&sandbox, &loc, FIRST_PAGE, &Deadline::never())
             {
                 let names: Vec<_> = listing.entries.iter().map(|e| e.name.as_str()).collect();
                 assert!(

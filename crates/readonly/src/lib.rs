@@ -8,9 +8,11 @@
 //! that could are not in its dependency graph.
 
 mod ops;
+mod runner;
 pub mod schema;
 mod server;
 pub mod uri;
 
 pub use ops::ReadOnlyFs;
+pub use runner::Concurrency;
 pub use server::{INSTRUCTIONS, ReadOnlyServer};

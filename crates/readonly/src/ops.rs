@@ -1,9 +1,9 @@
 //! The tools' logic, synchronous and transport-free: arguments in, result or
 //! [`FsError`] out. Every path goes through the core's [`Sandbox`].
 
-use serverfs_core::entries::{self, guess_mime};
+use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{EntryKind, FsError, Limits, Sandbox};
+use serverfs_core::{Deadline, EntryKind, FsError, Limits, Sandbox};
 
 use serverfs_search::{Budget, SearchQuery};
 
@@ -43,6 +43,7 @@ impl ReadOnlyFs {
     pub(crate) fn list_directory(
         &self,
         args: &ListDirectoryArgs,
+        deadline: &Deadline,
     ) -> Result<ListDirectoryResult, FsError> {
         let limit = bounded(
             "limit",
@@ -51,7 +52,10 @@ impl ReadOnlyFs {
             self.limits.max_list_entries,
         )?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
-        let listing = entries::list_directory(&self.sandbox, &loc, args.offset, limit)?;
+        let page = PageRequest { after: args.cursor.as_deref(), offset: args.offset, limit };
+        let listing = entries::list_directory(&self.sandbox, &loc, page, deadline)?;
+        let next_cursor =
+            if listing.has_more { listing.entries.last().map(|e| e.name.clone()) } else { None };
         let entries: Vec<DirectoryEntry> = listing
             .entries
             .into_iter()
@@ -65,13 +69,20 @@ impl ReadOnlyFs {
             offset: args.offset,
             limit,
             has_more: listing.has_more,
+            next_cursor,
             omitted: listing.omitted,
         })
+    }
+
+    /// How long one call may run (find, search and reads alike).
+    pub(crate) fn call_timeout(&self) -> std::time::Duration {
+        self.limits.search_timeout
     }
 
     pub(crate) fn read_text_file(
         &self,
         args: &ReadTextFileArgs,
+        deadline: &Deadline,
     ) -> Result<ReadTextFileResult, FsError> {
         let start_line = args.start_line.unwrap_or(1);
         if start_line == 0 {
@@ -85,7 +96,14 @@ impl ReadOnlyFs {
         )?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
         let (file, _) = self.sandbox.open_file(&loc)?;
-        let page = text::read_page(&file, &loc, start_line, max_lines, self.limits.max_read_bytes)?;
+        let page = text::read_page(
+            &file,
+            &loc,
+            start_line,
+            max_lines,
+            self.limits.max_read_bytes,
+            deadline,
+        )?;
         Ok(ReadTextFileResult {
             workdir: args.workdir.clone(),
             path: loc.path().as_relative(),
@@ -116,8 +134,9 @@ impl ReadOnlyFs {
     pub(crate) fn find_files(
         &self,
         args: &FindFilesArgs,
-        budget: &Budget,
+        deadline: &Deadline,
     ) -> Result<FindFilesResult, FsError> {
+        let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
         let found = serverfs_search::find_files(&self.sandbox, &loc, &args.pattern, limit, budget)?;
@@ -127,8 +146,9 @@ impl ReadOnlyFs {
     pub(crate) fn search_text(
         &self,
         args: &SearchTextArgs,
-        budget: &Budget,
+        deadline: &Deadline,
     ) -> Result<SearchTextResult, FsError> {
+        let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
         let query = SearchQuery {
@@ -142,12 +162,9 @@ impl ReadOnlyFs {
         Ok(Matches::from_outcome(found, |m| TextMatch { path: m.path, line: m.line, text: m.text }))
     }
 
-    /// A fresh budget for one find/search call.
-    pub(crate) fn search_budget(
-        &self,
-        cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    ) -> Budget {
-        Budget::new(self.limits.max_walk_entries, self.limits.search_timeout, cancel)
+    /// The budget of one find/search call under its deadline.
+    fn search_budget(&self, deadline: &Deadline) -> Budget {
+        Budget::with_deadline(self.limits.max_walk_entries, deadline.clone())
     }
 
     fn search_limit(&self, limit: Option<u64>) -> Result<u64, FsError> {
@@ -157,12 +174,16 @@ impl ReadOnlyFs {
     /// The whole text behind a `serverfs://{workdir}/{path}` URI for
     /// `resources/read`: the same resolver and reader as read_text_file,
     /// capped at the read limit.
-    pub(crate) fn read_resource(&self, uri: &str) -> Result<ResourceText, FsError> {
+    pub(crate) fn read_resource(
+        &self,
+        uri: &str,
+        deadline: &Deadline,
+    ) -> Result<ResourceText, FsError> {
         let (alias, path) = crate::uri::parse(uri)?;
         let loc = self.sandbox.locate(&alias, &path)?;
         let (file, stat) = self.sandbox.open_file(&loc)?;
         let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
-        let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes)?;
+        let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes, deadline)?;
         let mime = loc.path().file_name().map_or_else(|| "text/plain".to_owned(), guess_mime);
         Ok(ResourceText { content, mime })
     }

@@ -34,9 +34,14 @@ pub struct ListDirectoryArgs {
     /// Directory path relative to the workdir root; "" is the root.
     #[serde(default)]
     pub path: String,
-    /// Number of entries to skip (entries are sorted by name).
+    /// Number of entries to skip (entries are sorted by name), at most
+    /// 10000; to go further, use `cursor`.
     #[serde(default)]
     pub offset: u64,
+    /// Continue after the previous page: its `next_cursor`. `offset` then
+    /// counts from there.
+    #[serde(default)]
+    pub cursor: Option<String>,
     /// Page size; defaults to the server's list limit.
     #[serde(default)]
     pub limit: Option<u64>,
@@ -114,8 +119,11 @@ pub struct ListDirectoryResult {
     pub limit: u64,
     /// Number of entries returned.
     pub returned: u64,
-    /// More entries follow; call again with offset + returned.
+    /// More entries follow; call again with `cursor` = `next_cursor` (or
+    /// offset + returned).
     pub has_more: bool,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next_cursor: Option<String>,
     /// Entries left out because their names are not valid UTF-8.
     pub omitted: u64,
 }

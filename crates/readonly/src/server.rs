@@ -7,8 +7,6 @@
 //! path and no OS error text; each call is logged as one flat JSON line.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -20,10 +18,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_core::{ErrorCode, FsError};
-use serverfs_search::Budget;
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::{ReadOnlyFs, ResourceText};
+use crate::runner::{CallClass, CallLog, Concurrency, Reported, Runner};
 use crate::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
     ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
@@ -41,7 +39,7 @@ ServerFS never modifies files and provides no command execution.";
 /// The read-only MCP server. Cheap to clone (one per HTTP request).
 #[derive(Clone)]
 pub struct ReadOnlyServer {
-    fs: Arc<ReadOnlyFs>,
+    runner: Arc<Runner>,
     tool_router: Arc<ToolRouter<Self>>,
 }
 
@@ -56,12 +54,6 @@ impl std::fmt::Debug for ReadOnlyServer {
 /// `Result<Json<T>, _>` form, not through an alias.)
 type ToolResult<T> = Result<Json<T>, String>;
 
-/// Result types report how many content bytes they return, for the log.
-trait Reported {
-    fn bytes_returned(&self) -> u64 {
-        0
-    }
-}
 impl Reported for ListWorkdirsResult {}
 impl Reported for ListDirectoryResult {}
 impl Reported for StatFileResult {}
@@ -79,9 +71,12 @@ impl Reported for ReadTextFileResult {
 
 #[tool_router]
 impl ReadOnlyServer {
-    /// Serves `fs`.
-    pub fn new(fs: Arc<ReadOnlyFs>) -> Self {
-        Self { fs, tool_router: Arc::new(Self::tool_router()) }
+    /// Serves `fs`, admitting calls within `concurrency`.
+    pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
+        Self {
+            runner: Arc::new(Runner::new(fs, concurrency)),
+            tool_router: Arc::new(Self::tool_router()),
+        }
     }
 
     #[tool(
@@ -97,8 +92,10 @@ impl ReadOnlyServer {
     async fn list_workdirs(
         &self,
         Parameters(_): Parameters<ListWorkdirsArgs>,
+        ct: CancellationToken,
     ) -> Result<Json<ListWorkdirsResult>, String> {
-        self.call("list_workdirs", None, None, |fs| Ok(fs.list_workdirs())).await
+        let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
+        self.call(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
     }
 
     #[tool(
@@ -114,9 +111,17 @@ impl ReadOnlyServer {
     async fn list_directory(
         &self,
         Parameters(args): Parameters<ListDirectoryArgs>,
+        ct: CancellationToken,
     ) -> Result<Json<ListDirectoryResult>, String> {
-        let (w, p) = (args.workdir.clone(), args.path.clone());
-        self.call("list_directory", Some(w), Some(p), move |fs| fs.list_directory(&args)).await
+        let call = CallLog {
+            tool: "list_directory",
+            workdir: Some(args.workdir.clone()),
+            path: Some(args.path.clone()),
+        };
+        self.call(CallClass::Lookup, call, ct, move |fs, deadline| {
+            fs.list_directory(&args, deadline)
+        })
+        .await
     }
 
     #[tool(
@@ -134,8 +139,12 @@ impl ReadOnlyServer {
         Parameters(args): Parameters<FindFilesArgs>,
         ct: CancellationToken,
     ) -> Result<Json<FindFilesResult>, String> {
-        let (w, p) = (args.workdir.clone(), args.path.clone());
-        self.search_call("find_files", w, p, ct, move |fs, budget| fs.find_files(&args, budget))
+        let call = CallLog {
+            tool: "find_files",
+            workdir: Some(args.workdir.clone()),
+            path: Some(args.path.clone()),
+        };
+        self.call(CallClass::Search, call, ct, move |fs, deadline| fs.find_files(&args, deadline))
             .await
     }
 
@@ -154,8 +163,12 @@ impl ReadOnlyServer {
         Parameters(args): Parameters<SearchTextArgs>,
         ct: CancellationToken,
     ) -> Result<Json<SearchTextResult>, String> {
-        let (w, p) = (args.workdir.clone(), args.path.clone());
-        self.search_call("search_text", w, p, ct, move |fs, budget| fs.search_text(&args, budget))
+        let call = CallLog {
+            tool: "search_text",
+            workdir: Some(args.workdir.clone()),
+            path: Some(args.path.clone()),
+        };
+        self.call(CallClass::Search, call, ct, move |fs, deadline| fs.search_text(&args, deadline))
             .await
     }
 
@@ -172,9 +185,15 @@ impl ReadOnlyServer {
     async fn read_text_file(
         &self,
         Parameters(args): Parameters<ReadTextFileArgs>,
+        ct: CancellationToken,
     ) -> Result<Json<ReadTextFileResult>, String> {
-        let (w, p) = (args.workdir.clone(), args.path.clone());
-        self.call("read_text_file", Some(w), Some(p), move |fs| fs.read_text_file(&args)).await
+        let call = CallLog {
+            tool: "read_text_file",
+            workdir: Some(args.workdir.clone()),
+            path: Some(args.path.clone()),
+        };
+        self.call(CallClass::Read, call, ct, move |fs, deadline| fs.read_text_file(&args, deadline))
+            .await
     }
 
     #[tool(
@@ -190,87 +209,31 @@ impl ReadOnlyServer {
     async fn stat_file(
         &self,
         Parameters(args): Parameters<StatFileArgs>,
+        ct: CancellationToken,
     ) -> Result<Json<StatFileResult>, String> {
-        let (w, p) = (args.workdir.clone(), args.path.clone());
-        self.call("stat_file", Some(w), Some(p), move |fs| fs.stat_file(&args)).await
+        let call = CallLog {
+            tool: "stat_file",
+            workdir: Some(args.workdir.clone()),
+            path: Some(args.path.clone()),
+        };
+        self.call(CallClass::Lookup, call, ct, move |fs, _| fs.stat_file(&args)).await
     }
 }
 
 impl ReadOnlyServer {
-    /// [`Self::run`] for a tool: failures become `CODE: message`.
+    /// [`Runner::run`] for a tool: failures become `CODE: message`.
     async fn call<T, F>(
         &self,
-        tool: &'static str,
-        workdir: Option<String>,
-        path: Option<String>,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
         op: F,
     ) -> ToolResult<T>
     where
         T: Reported + Send + 'static,
-        F: FnOnce(&ReadOnlyFs) -> Result<T, FsError> + Send + 'static,
+        F: FnOnce(&ReadOnlyFs, &serverfs_core::Deadline) -> Result<T, FsError> + Send + 'static,
     {
-        self.run(tool, workdir, path, op).await.map(Json).map_err(|e| e.to_string())
-    }
-
-    /// Runs `op` on the blocking pool and logs the call.
-    async fn run<T, F>(
-        &self,
-        tool: &'static str,
-        workdir: Option<String>,
-        path: Option<String>,
-        op: F,
-    ) -> Result<T, FsError>
-    where
-        T: Reported + Send + 'static,
-        F: FnOnce(&ReadOnlyFs) -> Result<T, FsError> + Send + 'static,
-    {
-        let started = Instant::now();
-        let fs = Arc::clone(&self.fs);
-        let outcome = tokio::task::spawn_blocking(move || op(&fs)).await.unwrap_or_else(|join| {
-            Err(FsError::new(ErrorCode::InternalError, "the call failed inside the server.")
-                .with_detail(join.to_string()))
-        });
-        let bytes = outcome.as_ref().map_or(0, Reported::bytes_returned);
-        log_call(tool, workdir.as_deref(), path.as_deref(), bytes, started, outcome.as_ref().err());
-        outcome
-    }
-}
-
-impl ReadOnlyServer {
-    /// [`Self::call`] with a search budget whose cancel flag is raised when
-    /// the client cancels or disconnects (`ct`), or when this future is
-    /// dropped, so an abandoned walk stops at its next check.
-    async fn search_call<T, F>(
-        &self,
-        tool: &'static str,
-        workdir: String,
-        path: String,
-        ct: CancellationToken,
-        op: F,
-    ) -> Result<Json<T>, String>
-    where
-        T: Reported + Send + 'static,
-        F: FnOnce(&ReadOnlyFs, &Budget) -> Result<T, FsError> + Send + 'static,
-    {
-        struct RaiseOnDrop(Arc<AtomicBool>);
-        impl Drop for RaiseOnDrop {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _raise = RaiseOnDrop(Arc::clone(&cancel));
-        let watcher = {
-            let cancel = Arc::clone(&cancel);
-            tokio::spawn(async move {
-                ct.cancelled().await;
-                cancel.store(true, Ordering::Relaxed);
-            })
-        };
-        let budget = self.fs.search_budget(cancel);
-        let result = self.call(tool, Some(workdir), Some(path), move |fs| op(fs, &budget)).await;
-        watcher.abort();
-        result
+        self.runner.run(class, call, ct, op).await.map(Json).map_err(|e| e.to_string())
     }
 }
 
@@ -319,13 +282,17 @@ impl ServerHandler for ReadOnlyServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
         let target = uri.clone();
         // The log's `path` is the URI as sent.
+        let call = CallLog { tool: "resources/read", workdir: None, path: Some(uri.clone()) };
         let outcome = self
-            .run("resources/read", None, Some(uri.clone()), move |fs| fs.read_resource(&target))
+            .runner
+            .run(CallClass::Read, call, context.ct, move |fs, deadline| {
+                fs.read_resource(&target, deadline)
+            })
             .await;
         match outcome {
             Ok(r) => Ok(ReadResourceResult::new(vec![
@@ -346,27 +313,4 @@ fn resource_error(e: &FsError, uri: &str) -> ErrorData {
         _ => RpcErrorCode::INVALID_PARAMS,
     };
     ErrorData::new(code, e.to_string(), Some(data))
-}
-
-fn log_call(
-    tool: &str,
-    workdir: Option<&str>,
-    path: Option<&str>,
-    bytes_returned: u64,
-    started: Instant,
-    error: Option<&FsError>,
-) {
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let path = path.map(|p| p.chars().take(512).collect::<String>());
-    tracing::info!(
-        event = "tool_call",
-        tool,
-        workdir,
-        path = path.as_deref(),
-        bytes_returned,
-        duration_ms,
-        success = error.is_none(),
-        error_code = error.map(|e| e.code().as_str()),
-        error_detail = error.and_then(FsError::detail),
-    );
 }

@@ -6,17 +6,18 @@
 //!   clock read), so the walk calls it for every entry and the file reader
 //!   for every chunk it reads: neither a huge tree nor one huge file can
 //!   outlive the deadline or a cancellation by more than one entry or one
-//!   read.
+//!   read (the reader is the core's `DeadlineReader`).
 //! - Cancellation is cooperative: whoever owns the flag (the server, when
 //!   the client cancels or disconnects) sets it, and the search stops at its
 //!   next check with what it has. The outcome then says `SEARCH_TIMEOUT`;
 //!   the caller, which set the flag, knows better and discards it
 //!   ([`Budget::is_cancelled`]).
 
-use std::io::{self, Read};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serverfs_core::Deadline;
 
 /// Why a find/search returned before the whole tree was seen (SPEC §2.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,21 +57,24 @@ pub struct Outcome<T> {
     pub truncated_reason: Option<TruncatedReason>,
 }
 
-/// Limits of one call. Build it when the call starts: the deadline is
-/// `now + timeout`.
+/// Limits of one call: a walk-entry cap and the call's [`Deadline`]. Build
+/// it when the call starts.
 #[derive(Clone, Debug)]
 pub struct Budget {
     max_walk_entries: u64,
-    /// `None` when `now + timeout` does not fit an `Instant` (no deadline).
-    deadline: Option<Instant>,
-    cancel: Arc<AtomicBool>,
+    deadline: Deadline,
 }
 
 impl Budget {
     /// A budget of `max_walk_entries` visited entries and `timeout` of wall
     /// clock from now; setting `cancel` stops the call at its next check.
     pub fn new(max_walk_entries: u64, timeout: Duration, cancel: Arc<AtomicBool>) -> Self {
-        Self { max_walk_entries, deadline: Instant::now().checked_add(timeout), cancel }
+        Self::with_deadline(max_walk_entries, Deadline::new(timeout, cancel))
+    }
+
+    /// A budget of `max_walk_entries` under an existing deadline.
+    pub fn with_deadline(max_walk_entries: u64, deadline: Deadline) -> Self {
+        Self { max_walk_entries, deadline }
     }
 
     /// Entries one walk may visit.
@@ -78,63 +82,26 @@ impl Budget {
         self.max_walk_entries
     }
 
+    /// The deadline and cancel flag.
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
+    }
+
     /// Whether the cancel flag is set.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.deadline.is_cancelled()
     }
 
     /// `Err(SearchTimeout)` once the deadline passed or the flag is set.
     pub(crate) fn check(&self) -> Result<(), TruncatedReason> {
-        let late = self.deadline.is_some_and(|d| Instant::now() >= d);
-        if late || self.is_cancelled() { Err(TruncatedReason::SearchTimeout) } else { Ok(()) }
-    }
-}
-
-/// The error a [`BudgetReader`] fails a read with; recognised by
-/// [`is_budget_stop`].
-#[derive(Debug)]
-struct BudgetExhausted;
-
-impl std::fmt::Display for BudgetExhausted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("search budget exhausted")
-    }
-}
-
-impl std::error::Error for BudgetExhausted {}
-
-/// Whether `err` came from a [`BudgetReader`] refusing to read on.
-pub(crate) fn is_budget_stop(err: &io::Error) -> bool {
-    err.get_ref().is_some_and(|inner| inner.is::<BudgetExhausted>())
-}
-
-/// Checks the budget before every read, so a search inside one long file
-/// stops within one buffer fill of the deadline or a cancellation. The
-/// error kind is `Other`, never `Interrupted`, which `std` read loops
-/// would retry.
-pub(crate) struct BudgetReader<'b, R> {
-    inner: R,
-    budget: &'b Budget,
-}
-
-impl<'b, R: Read> BudgetReader<'b, R> {
-    pub(crate) fn new(inner: R, budget: &'b Budget) -> Self {
-        Self { inner, budget }
-    }
-}
-
-impl<R: Read> Read for BudgetReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.budget.check().is_err() {
-            return Err(io::Error::other(BudgetExhausted));
-        }
-        self.inner.read(buf)
+        self.deadline.check().map_err(|_| TruncatedReason::SearchTimeout)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn wire_names() {
@@ -158,19 +125,5 @@ mod tests {
         // A timeout too large for `Instant` means no deadline, not a panic.
         let endless = Budget::new(10, Duration::MAX, Arc::new(AtomicBool::new(false)));
         assert_eq!(endless.check(), Ok(()));
-    }
-
-    #[test]
-    fn reader_fails_once_budget_is_gone() {
-        let flag = Arc::new(AtomicBool::new(false));
-        let budget = Budget::new(10, Duration::from_secs(60), flag.clone());
-        let mut reader = BudgetReader::new(io::repeat(b'a'), &budget);
-        let mut buf = [0u8; 16];
-        assert_eq!(reader.read(&mut buf).unwrap(), 16);
-        flag.store(true, Ordering::Relaxed);
-        let err = reader.read(&mut buf).unwrap_err();
-        assert!(is_budget_stop(&err));
-        assert_ne!(err.kind(), io::ErrorKind::Interrupted);
-        assert!(!is_budget_stop(&io::Error::other("disk")));
     }
 }

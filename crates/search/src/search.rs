@@ -37,7 +37,9 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
 use serverfs_core::{EntryKind, FsError, Location, Sandbox};
 
-use crate::budget::{Budget, BudgetReader, Outcome, TruncatedReason, is_budget_stop};
+use serverfs_core::deadline::{DeadlineReader, is_deadline_stop};
+
+use crate::budget::{Budget, Outcome, TruncatedReason};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// Longest accepted query, in characters.
@@ -205,7 +207,7 @@ impl Run<'_, '_> {
         }
         let path = loc.path().as_relative();
         let room = self.limit + 1 - self.matches.len();
-        let reader = BudgetReader::new(file.take(self.max_file_bytes), self.budget);
+        let reader = DeadlineReader::new(file.take(self.max_file_bytes), self.budget.deadline());
         match scan(&mut self.searcher, self.matcher, reader, &path, room) {
             Scanned::Text(found) => {
                 self.matches.extend(found);
@@ -238,14 +240,14 @@ enum Scanned {
 fn scan<R: Read>(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
-    reader: BudgetReader<'_, R>,
+    reader: DeadlineReader<'_, R>,
     path: &str,
     room: usize,
 ) -> Scanned {
     let mut reader = reader;
     let mut sink = FileSink { matcher, path, room, found: Vec::new(), full: false, binary: false };
     if let Err(err) = searcher.search_reader(matcher, &mut reader, &mut sink) {
-        return if is_budget_stop(&err) {
+        return if is_deadline_stop(&err) {
             Scanned::Stop(TruncatedReason::SearchTimeout)
         } else {
             Scanned::Skip
@@ -260,7 +262,7 @@ fn scan<R: Read>(
         match contains_nul(&mut reader) {
             Ok(false) => {}
             Ok(true) => return Scanned::Skip,
-            Err(err) if is_budget_stop(&err) => {
+            Err(err) if is_deadline_stop(&err) => {
                 return Scanned::Stop(TruncatedReason::SearchTimeout);
             }
             Err(_) => return Scanned::Skip,
@@ -403,7 +405,7 @@ mod tests {
             .heap_limit(Some(MAX_LINE_BYTES))
             .build();
         let budget = Budget::new(1, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
-        scan(&mut searcher, &matcher, BudgetReader::new(data, &budget), "f", room)
+        scan(&mut searcher, &matcher, DeadlineReader::new(data, budget.deadline()), "f", room)
     }
 
     fn lines(s: &Scanned) -> Vec<(u64, String)> {
@@ -511,7 +513,8 @@ mod tests {
         };
         let t = Instant::now();
         let endless = io::repeat(b'\n').take(u64::MAX);
-        let out = scan(&mut searcher, &matcher, BudgetReader::new(endless, &budget), "f", 1);
+        let out =
+            scan(&mut searcher, &matcher, DeadlineReader::new(endless, budget.deadline()), "f", 1);
         assert_eq!(out, Scanned::Stop(TruncatedReason::SearchTimeout));
         assert!(t.elapsed() < Duration::from_secs(5));
         setter.join().unwrap();

@@ -10,7 +10,12 @@ use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use serverfs_core::config::{arg_specs, slot_specs};
 use serverfs_core::{Limits, Policy, WorkdirSpec};
+use serverfs_readonly::Concurrency;
 use serverfs_server::HttpOptions;
+
+/// Most calls of one class that may run at once: each holds a blocking
+/// thread (and, for searches, the names of the directories it walks).
+const MAX_CONCURRENT_CALLS: usize = 256;
 
 /// ServerFS MCP: a secure, read-only MCP server that exposes selected Linux
 /// directories as workdirs to AI agents in real time.
@@ -99,6 +104,22 @@ pub(crate) struct Cli {
     /// Largest accepted HTTP request body, in bytes.
     #[arg(long, env = "SERVERFS_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     max_body_bytes: usize,
+
+    /// find_files/search_text calls that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_SEARCHES", default_value_t = Concurrency::default().searches)]
+    max_concurrent_searches: usize,
+
+    /// read_text_file/resources/read calls that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_READS", default_value_t = Concurrency::default().reads)]
+    max_concurrent_reads: usize,
+
+    /// list_workdirs/list_directory/stat_file calls that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_LOOKUPS", default_value_t = Concurrency::default().lookups)]
+    max_concurrent_lookups: usize,
+
+    /// Seconds a call waits for a free slot before it is refused with SERVER_BUSY.
+    #[arg(long, env = "SERVERFS_BUSY_WAIT_SECONDS", default_value_t = Concurrency::default().busy_wait.as_secs())]
+    busy_wait_seconds: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +136,7 @@ pub(crate) struct Config {
     pub(crate) workdirs: Vec<WorkdirSpec>,
     pub(crate) policy: Policy,
     pub(crate) limits: Limits,
+    pub(crate) concurrency: Concurrency,
     pub(crate) http: HttpOptions,
 }
 
@@ -155,6 +177,24 @@ impl Cli {
             search_max_file_bytes: self.search_max_file_bytes,
         };
         limits.validate()?;
+        let concurrency = Concurrency {
+            searches: self.max_concurrent_searches,
+            reads: self.max_concurrent_reads,
+            lookups: self.max_concurrent_lookups,
+            busy_wait: Duration::from_secs(self.busy_wait_seconds),
+        };
+        for (name, value) in [
+            ("SERVERFS_MAX_CONCURRENT_SEARCHES", concurrency.searches),
+            ("SERVERFS_MAX_CONCURRENT_READS", concurrency.reads),
+            ("SERVERFS_MAX_CONCURRENT_LOOKUPS", concurrency.lookups),
+        ] {
+            if !(1..=MAX_CONCURRENT_CALLS).contains(&value) {
+                return Err(format!("{name} must be between 1 and {MAX_CONCURRENT_CALLS}"));
+            }
+        }
+        if !(1..=600).contains(&self.busy_wait_seconds) {
+            return Err("SERVERFS_BUSY_WAIT_SECONDS must be between 1 and 600".into());
+        }
         if self.max_body_bytes == 0 {
             return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".into());
         }
@@ -174,6 +214,7 @@ impl Cli {
             workdirs,
             policy,
             limits,
+            concurrency,
             http: HttpOptions {
                 listen: self.listen,
                 allowed_hosts: hosts,

@@ -61,7 +61,13 @@ fn serve(cli: &Cli) -> ExitCode {
         transport = if cli.stdio { "stdio" } else { "http" },
     );
     let fs = Arc::new(ReadOnlyFs::new(sandbox, config.limits));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Every admitted call holds one blocking thread; the rest is for stdio.
+    let blocking_threads = config.concurrency.blocking_threads() + 4;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking_threads)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("serverfs-mcp: cannot start the runtime: {e}");
@@ -70,11 +76,11 @@ fn serve(cli: &Cli) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         if cli.stdio {
-            serverfs_server::serve_stdio(ReadOnlyServer::new(fs)).await
+            serverfs_server::serve_stdio(ReadOnlyServer::new(fs, &config.concurrency)).await
         } else {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
-            let server = ReadOnlyServer::new(fs);
+            let server = ReadOnlyServer::new(fs, &config.concurrency);
             serverfs_server::serve_http(move || server.clone(), config.http, shutdown).await
         }
     });

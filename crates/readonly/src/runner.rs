@@ -1,0 +1,232 @@
+//! How one call runs: admitted by its class's concurrency limit, executed
+//! on the blocking pool under a deadline, stopped when its client cancels
+//! or goes away, and logged as one line.
+//!
+//! Guarantees:
+//! - At most `searches` find/search calls, `reads` file reads and `lookups`
+//!   metadata calls run at once, each class on its own semaphore, so a
+//!   flood of one class never makes another wait. A call that cannot start
+//!   within `busy_wait` is `SERVER_BUSY`; nothing piles up without bound,
+//!   and the blocking pool never needs more threads than the three limits
+//!   add up to ([`Concurrency::blocking_threads`]).
+//! - A call's permit is held by the blocking work itself, so an abandoned
+//!   call keeps its slot until its work has really stopped.
+//! - Every call gets a [`Deadline`] (the configured call timeout) whose
+//!   flag is raised when the client cancels (`notifications/cancelled`, an
+//!   HTTP client that disconnects) or when the call's future is dropped;
+//!   the work stops at its next check.
+//! - One flat JSON log line per call, with `cancelled` when the client
+//!   gave up, never file contents.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serverfs_core::{Deadline, ErrorCode, FsError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::ops::ReadOnlyFs;
+
+/// What kind of work a call is, for admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallClass {
+    /// find_files, search_text: walks whose cost grows with the tree.
+    Search,
+    /// read_text_file, resources/read: cost grows with the file.
+    Read,
+    /// list_workdirs, list_directory, stat_file: one directory at most.
+    Lookup,
+}
+
+/// How many calls of each class may run at once, and how long an excess
+/// call waits for a slot before it is refused with `SERVER_BUSY`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Concurrency {
+    /// Concurrent find_files/search_text calls.
+    pub searches: usize,
+    /// Concurrent read_text_file/resources/read calls.
+    pub reads: usize,
+    /// Concurrent list_workdirs/list_directory/stat_file calls.
+    pub lookups: usize,
+    /// Longest wait for a slot.
+    pub busy_wait: Duration,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Self { searches: 4, reads: 16, lookups: 16, busy_wait: Duration::from_secs(10) }
+    }
+}
+
+impl Concurrency {
+    /// Blocking threads the runtime needs so that no admitted call waits for
+    /// a thread (tokio's default of 512 is far above what may run).
+    pub fn blocking_threads(&self) -> usize {
+        self.searches + self.reads + self.lookups
+    }
+}
+
+/// Result types report how many content bytes they return, for the log.
+pub(crate) trait Reported {
+    fn bytes_returned(&self) -> u64 {
+        0
+    }
+}
+
+/// The shared state of every call: the filesystem, the class semaphores
+/// and the timeouts. One per server process.
+#[derive(Debug)]
+pub(crate) struct Runner {
+    fs: Arc<ReadOnlyFs>,
+    searches: Arc<Semaphore>,
+    reads: Arc<Semaphore>,
+    lookups: Arc<Semaphore>,
+    busy_wait: Duration,
+}
+
+impl Runner {
+    pub(crate) fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
+        Self {
+            fs,
+            searches: Arc::new(Semaphore::new(concurrency.searches)),
+            reads: Arc::new(Semaphore::new(concurrency.reads)),
+            lookups: Arc::new(Semaphore::new(concurrency.lookups)),
+            busy_wait: concurrency.busy_wait,
+        }
+    }
+
+    /// Runs `op` (admission, deadline, cancellation as in the module docs)
+    /// and logs the call.
+    pub(crate) async fn run<T, F>(
+        &self,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
+        op: F,
+    ) -> Result<T, FsError>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&ReadOnlyFs, &Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        let started = Instant::now();
+        let outcome = self.execute(class, &ct, op).await;
+        call.write(&outcome, started, ct.is_cancelled());
+        outcome
+    }
+
+    async fn execute<T, F>(
+        &self,
+        class: CallClass,
+        ct: &CancellationToken,
+        op: F,
+    ) -> Result<T, FsError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ReadOnlyFs, &Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        let permit = self.admit(class, ct).await?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _raise = RaiseOnDrop(Arc::clone(&cancel));
+        let deadline = Deadline::new(self.fs.call_timeout(), Arc::clone(&cancel));
+        let fs = Arc::clone(&self.fs);
+        let mut work = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            op(&fs, &deadline)
+        });
+        let joined = tokio::select! {
+            joined = &mut work => joined,
+            () = ct.cancelled() => {
+                cancel.store(true, Ordering::Relaxed);
+                work.await
+            }
+        };
+        joined.unwrap_or_else(|join| {
+            Err(FsError::new(ErrorCode::InternalError, "the call failed inside the server.")
+                .with_detail(join.to_string()))
+        })
+    }
+
+    /// A slot of `class`, waiting at most `busy_wait`.
+    async fn admit(
+        &self,
+        class: CallClass,
+        ct: &CancellationToken,
+    ) -> Result<OwnedSemaphorePermit, FsError> {
+        let (semaphore, what) = match class {
+            CallClass::Search => (&self.searches, "searches"),
+            CallClass::Read => (&self.reads, "file reads"),
+            CallClass::Lookup => (&self.lookups, "listing and stat calls"),
+        };
+        let busy = || {
+            FsError::new(
+                ErrorCode::ServerBusy,
+                format!(
+                    "the server is running its maximum number of concurrent {what} and none finished within {} s; retry shortly.",
+                    self.busy_wait.as_secs()
+                ),
+            )
+        };
+        tokio::select! {
+            acquired = tokio::time::timeout(self.busy_wait, Arc::clone(semaphore).acquire_owned()) => {
+                match acquired {
+                    Ok(Ok(permit)) => Ok(permit),
+                    // Timed out, or the semaphore was closed (never done).
+                    _ => Err(busy()),
+                }
+            }
+            // Nobody waits for the answer any more.
+            () = ct.cancelled() => Err(busy()),
+        }
+    }
+}
+
+/// Raises the cancel flag when the call's future is dropped (an HTTP
+/// client that went away), so the blocking work stops at its next check.
+struct RaiseOnDrop(Arc<AtomicBool>);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the log line names: the tool and, where it has them, the workdir
+/// and path as the client sent them.
+#[derive(Debug)]
+pub(crate) struct CallLog {
+    pub(crate) tool: &'static str,
+    pub(crate) workdir: Option<String>,
+    pub(crate) path: Option<String>,
+}
+
+impl CallLog {
+    fn write<T: Reported>(&self, outcome: &Result<T, FsError>, started: Instant, cancelled: bool) {
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let path = self.path.as_deref().map(|p| p.chars().take(512).collect::<String>());
+        let error = outcome.as_ref().err();
+        tracing::info!(
+            event = "tool_call",
+            tool = self.tool,
+            workdir = self.workdir.as_deref(),
+            path = path.as_deref(),
+            bytes_returned = outcome.as_ref().map_or(0, Reported::bytes_returned),
+            duration_ms,
+            success = error.is_none(),
+            cancelled,
+            error_code = error.map(|e| e.code().as_str()),
+            error_detail = error.and_then(FsError::detail),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_threads_cover_every_class() {
+        let c = Concurrency { searches: 2, reads: 3, lookups: 5, busy_wait: Duration::ZERO };
+        assert_eq!(c.blocking_threads(), 10);
+    }
+}

@@ -26,4 +26,4 @@ pub use deadline::{Deadline, Stop};
 pub use error::{ErrorCode, FsError};
 pub use path::RelPath;
 pub use policy::Policy;
-pub use sandbox::{EntryKind, Location, ResolveMode, Sandbox, Workdir, WorkdirSpec};
+pub use sandbox::{EntryKind, Location, ResolveMode, Sandbox, WalkRoot, Workdir, WorkdirSpec};

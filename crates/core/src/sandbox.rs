@@ -12,13 +12,23 @@
 //!   canonicalised and re-opened by name, so a directory swapped for a
 //!   symlink while a call runs cannot make it escape.
 //! - Reads and stats use the handle that resolution opened; the type is
-//!   checked on that handle. FIFOs, sockets and devices are never opened for
-//!   reading (an `O_PATH` handle is classified first), so nothing blocks.
+//!   checked on that handle. A file is opened `O_PATH`, classified with
+//!   `fstat`, and only then re-opened for reading *through that handle*
+//!   (`/proc/self/fd/N`, procfs verified as in libpathrs), so no second
+//!   lookup can meet a FIFO or device swapped in meanwhile: FIFOs, sockets
+//!   and devices are never opened for reading, and nothing blocks. (Where
+//!   `/proc` is not mounted, the file is opened a second time beneath the
+//!   root and its type checked again on that handle: nothing blocks or
+//!   escapes, but a FIFO swapped in between the two opens is opened.)
+//! - Walkers that need a path (ripgrep's `ignore`) get [`WalkRoot`]: the
+//!   directory opened by the resolver, named `/proc/self/fd/N`, so a walk
+//!   reads exactly the directory that was resolved even if a host path is
+//!   renamed or retargeted meanwhile.
 
 use std::fmt;
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
@@ -70,17 +80,6 @@ impl Workdir {
     pub fn description(&self) -> Option<&str> {
         self.description.as_deref()
     }
-
-    /// Where the root is on this host, for directory walkers that need a
-    /// path (ripgrep's `ignore`).
-    ///
-    /// # Security
-    /// Never show it to a client or log it at INFO, and never open a file by
-    /// it: walkers turn what they find into a [`RelPath`] and open it
-    /// through [`Sandbox`], which resolves beneath the root handle.
-    pub fn host_root(&self) -> &std::path::Path {
-        &self.host_root
-    }
 }
 
 /// A workdir definition before its root is opened.
@@ -104,6 +103,8 @@ pub struct Sandbox {
     workdirs: Vec<Workdir>,
     policy: Policy,
     mode: ResolveMode,
+    /// Whether a genuine procfs lets handles be re-opened in place.
+    procfs: bool,
 }
 
 /// A client path that passed syntax and policy checks, bound to its
@@ -187,8 +188,29 @@ pub struct OpenDir {
 
 impl OpenDir {
     /// The directory handle (for `*at` calls relative to it).
-    pub fn fd(&self) -> &OwnedFd {
+    pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+}
+
+/// A directory opened by the resolver, named by a path for walkers that
+/// only take paths. Walkers must still confirm every entry through the
+/// [`Sandbox`] before reporting or reading it.
+#[derive(Debug)]
+pub struct WalkRoot {
+    /// Kept open: the path names this handle.
+    _dir: OwnedFd,
+    path: PathBuf,
+}
+
+impl WalkRoot {
+    /// `/proc/self/fd/N`, or (without procfs) the host path that was
+    /// checked to be the same directory.
+    ///
+    /// # Security
+    /// Never show it to a client or log it at INFO.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -233,7 +255,10 @@ impl Sandbox {
             });
         }
         let mode = workdirs.first().map_or(ResolveMode::Openat2, |w| ResolveMode::detect(&w.root));
-        Ok(Self { workdirs, policy, mode })
+        // Opened (and verified) once here, so the handles it keeps are there
+        // from the start rather than appearing with the first call.
+        let procfs = rustix_linux_procfs::proc_self_fd().is_ok();
+        Ok(Self { workdirs, policy, mode, procfs })
     }
 
     /// Forces a resolve mode (tests run every case in both).
@@ -246,6 +271,12 @@ impl Sandbox {
     /// The active resolve mode.
     pub fn mode(&self) -> ResolveMode {
         self.mode
+    }
+
+    /// Whether files are re-opened through `/proc/self/fd` (see the module
+    /// docs); false where no genuine procfs is mounted.
+    pub fn reopens_in_place(&self) -> bool {
+        self.procfs
     }
 
     /// The policy in force.
@@ -351,13 +382,43 @@ impl Sandbox {
                 format!("{loc} is a FIFO, socket or device; only regular files can be read."),
             )),
         };
-        classify(&self.inspect(loc)?)?;
-        let fd = self.open_beneath(loc, Purpose::ReadFile).map_err(|e| errno_error(e, loc))?;
+        let handle = self.open_beneath(loc, Purpose::Inspect).map_err(|e| errno_error(e, loc))?;
+        let stat = rustix::fs::fstat(&handle).map_err(|e| errno_error(e, loc))?;
+        classify(&stat)?;
+        let fd = if self.procfs {
+            reopen_for_reading(&handle)
+        } else {
+            // No usable procfs: a second lookup, checked again below.
+            self.open_beneath(loc, Purpose::ReadFile)
+        }
+        .map_err(|e| errno_error(e, loc))?;
         let stat = rustix::fs::fstat(&fd).map_err(|e| errno_error(e, loc))?;
-        // The entry may have been swapped between the two opens; the handle
-        // we read from is what counts.
         classify(&stat)?;
         Ok((File::from(fd), stat))
+    }
+
+    /// Opens the directory `loc` for a path-based walker (see [`WalkRoot`]).
+    ///
+    /// # Errors
+    /// As [`Sandbox::open_dir`]; `INTERNAL_ERROR` when, without procfs, the
+    /// host path no longer leads to the directory that was opened.
+    pub fn walk_root(&self, loc: &Location<'_>) -> Result<WalkRoot, FsError> {
+        let dir = self.open_dir(loc)?.fd;
+        if self.procfs {
+            let path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+            return Ok(WalkRoot { _dir: dir, path });
+        }
+        let path = loc.workdir.host_root.join(loc.path.as_relative());
+        let opened = rustix::fs::fstat(&dir).map_err(|e| errno_error(e, loc))?;
+        match rustix::fs::stat(&path) {
+            Ok(now) if (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) => {
+                Ok(WalkRoot { _dir: dir, path })
+            }
+            _ => Err(FsError::new(
+                ErrorCode::InternalError,
+                format!("{loc} was moved or replaced on the server while being opened; try again."),
+            )),
+        }
     }
 
     fn open_beneath(&self, loc: &Location<'_>, purpose: Purpose) -> Result<OwnedFd, Errno> {
@@ -383,6 +444,15 @@ impl Sandbox {
             ResolveMode::ComponentWalk => walk_beneath(root, &loc.path, flags),
         }
     }
+}
+
+/// Re-opens the inode behind an `O_PATH` handle for reading, through
+/// `/proc/self/fd/N` (no path lookup of the original name).
+fn reopen_for_reading(handle: &OwnedFd) -> Result<OwnedFd, Errno> {
+    let proc_fd = rustix_linux_procfs::proc_self_fd()?;
+    let name = handle.as_raw_fd().to_string();
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    rustix::fs::openat(proc_fd, name.as_str(), flags, Mode::empty())
 }
 
 fn path_flags() -> OFlags {

@@ -303,3 +303,94 @@ fn race_directory_swapped_for_symlink_openat2() {
 fn race_directory_swapped_for_symlink_component_walk() {
     race(ResolveMode::ComponentWalk);
 }
+
+/// A regular file and a FIFO swap names (`RENAME_EXCHANGE`) while files
+/// are opened by that name. The FIFO has a writer blocked in `open`, which
+/// any reader's open would release: the resolver classifies an `O_PATH`
+/// handle and re-opens *that* inode, so the writer must stay blocked.
+fn fifo_swap_race(mode: ResolveMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("w");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("target"), "safe\n").unwrap();
+    nix_mkfifo(&root.join("fifo"));
+    // A second name for the FIFO that never moves, for the writer.
+    std::fs::hard_link(root.join("fifo"), root.join("anchor")).unwrap();
+    let specs = vec![WorkdirSpec {
+        alias: "w".into(),
+        description: None,
+        host_path: root.clone(),
+        origin: "w".into(),
+    }];
+    let sandbox = Sandbox::open(specs, Policy::new(false, &[]).unwrap()).unwrap().with_mode(mode);
+    assert!(sandbox.reopens_in_place(), "this test needs procfs");
+
+    let released = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let released = Arc::clone(&released);
+        let anchor = root.join("anchor");
+        std::thread::spawn(move || {
+            let opened = std::fs::OpenOptions::new().write(true).open(anchor);
+            released.store(true, Ordering::SeqCst);
+            opened.is_ok()
+        })
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = Arc::clone(&stop);
+        let root = root.clone();
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    root.join("target"),
+                    rustix::fs::CWD,
+                    root.join("fifo"),
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut files, mut fifos) = (0u64, 0u64);
+    for _ in 0..20_000 {
+        let loc = sandbox.locate("w", "target").unwrap();
+        match sandbox.open_file(&loc) {
+            Ok((file, _)) => {
+                let page = read_page(&file, &loc, 1, 10, 4096, &Deadline::never()).unwrap();
+                assert_eq!(page.content, "safe\n");
+                files += 1;
+            }
+            Err(e) => {
+                assert_eq!(e.code(), ErrorCode::UnsupportedFileType, "{e}");
+                fifos += 1;
+            }
+        }
+        assert!(!released.load(Ordering::SeqCst), "a FIFO was opened for reading");
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(files > 0 && fifos > 0, "the race was not exercised ({files} files, {fifos} FIFOs)");
+    assert!(!released.load(Ordering::SeqCst), "a FIFO was opened for reading");
+    // Release the writer ourselves.
+    let _reader = rustix::fs::open(
+        root.join("anchor"),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    assert!(writer.join().unwrap());
+}
+
+#[test]
+fn race_file_swapped_for_fifo_openat2() {
+    fifo_swap_race(ResolveMode::Openat2);
+}
+
+#[test]
+fn race_file_swapped_for_fifo_component_walk() {
+    fifo_swap_race(ResolveMode::ComponentWalk);
+}

@@ -191,6 +191,27 @@ pub struct Matches<T> {
     pub truncated: bool,
     /// Why the search stopped, when truncated.
     pub truncated_reason: Option<TruncatedReason>,
+    /// What was passed over without being searched: a search with no match
+    /// but a non-zero count here did not see everything.
+    pub skipped: SkippedCounts,
+}
+
+/// Files and directories a find/search passed over, by reason.
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct SkippedCounts {
+    /// Could not be read by the server (permissions, a path too long, a line
+    /// over 8 MiB).
+    pub unreadable: u64,
+    /// Larger than SERVERFS_SEARCH_MAX_FILE_BYTES (search_text).
+    pub too_large: u64,
+    /// Contain NUL bytes (search_text).
+    pub binary: u64,
+}
+
+impl From<serverfs_search::Skipped> for SkippedCounts {
+    fn from(s: serverfs_search::Skipped) -> Self {
+        Self { unreadable: s.unreadable, too_large: s.too_large, binary: s.binary }
+    }
 }
 
 impl<T> Matches<T> {
@@ -205,6 +226,7 @@ impl<T> Matches<T> {
             matches,
             truncated: outcome.truncated_reason.is_some(),
             truncated_reason: outcome.truncated_reason.map(Into::into),
+            skipped: outcome.skipped.into(),
         }
     }
 }

@@ -48,6 +48,19 @@ impl std::fmt::Display for TruncatedReason {
     }
 }
 
+/// What a find/search passed over without looking inside, by reason, so
+/// that "no match" never hides "not searched".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Directories or files the server could not read (permissions, a
+    /// path too long for the kernel, a line too long to buffer).
+    pub unreadable: u64,
+    /// Files larger than the search size cap (search_text only).
+    pub too_large: u64,
+    /// Files holding NUL bytes (search_text only).
+    pub binary: u64,
+}
+
 /// What find_files and search_text return.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome<T> {
@@ -55,6 +68,8 @@ pub struct Outcome<T> {
     pub matches: Vec<T>,
     /// `Some` only when more may exist than what is returned.
     pub truncated_reason: Option<TruncatedReason>,
+    /// What was passed over.
+    pub skipped: Skipped,
 }
 
 /// Limits of one call: a walk-entry cap and the call's [`Deadline`]. Build

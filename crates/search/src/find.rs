@@ -9,13 +9,15 @@
 //!   (`locate_walked` + `inspect`, no symlink followed) and its type is the
 //!   one that `lstat` beneath the root handle returned: a name the walker
 //!   read through a swapped-in symlink is dropped, never reported.
+//! - Entries the walker or the resolver could not read are counted in
+//!   `skipped.unreadable`, never silently dropped.
 //! - Stops at match `limit + 1` (`SEARCH_LIMIT_REACHED`, `limit` returned),
 //!   at the walk limit or at the deadline/cancel; exactly `limit` matches in
 //!   the whole tree is not truncated.
 
-use serverfs_core::{EntryKind, FsError, Location, Sandbox};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
 
-use crate::budget::{Budget, Outcome, TruncatedReason};
+use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// One find_files result.
@@ -47,12 +49,10 @@ pub fn find_files(
         return Err(FsError::invalid("limit must be at least 1."));
     }
     let glob = NameGlob::new(pattern, "pattern")?;
-    // Checks the start through the resolver (type, symlink, existence); the
-    // handle itself is not needed, the walk reads by path.
-    drop(sandbox.open_dir(start)?);
-
+    let root = sandbox.walk_root(start)?;
     let mut matches = Vec::new();
-    let mut walk = TreeWalk::new(sandbox.policy(), start, budget);
+    let mut unconfirmed = 0;
+    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget);
     let truncated_reason = loop {
         let entry = match walk.next_step() {
             Step::Entry(entry) => entry,
@@ -62,24 +62,32 @@ pub fn find_files(
         if !glob.is_match(entry.below_start(), entry.name()) {
             continue;
         }
-        let Some(kind) = confirm(sandbox, start, entry.rel_path()) else {
-            continue;
+        let kind = match confirm(sandbox, start, entry.rel_path()) {
+            Ok(kind) => kind,
+            // Gone since the walker saw it: the answer reflects the tree now.
+            Err(Some(ErrorCode::PathNotFound)) => continue,
+            Err(_) => {
+                unconfirmed += 1;
+                continue;
+            }
         };
         if matches.len() as u64 == limit {
             break Some(TruncatedReason::SearchLimitReached);
         }
         matches.push(FoundEntry { path: entry.relative, kind });
     };
-    Ok(FindOutcome { matches, truncated_reason })
+    let skipped = Skipped { unreadable: walk.unreadable() + unconfirmed, ..Skipped::default() };
+    Ok(FindOutcome { matches, truncated_reason, skipped })
 }
 
-/// The entry's type by `lstat` beneath the root handle, or `None` if the
-/// resolver refuses it (gone, behind a symlink, policy).
+/// The entry's type by `lstat` beneath the root handle, or the code of the
+/// resolver's refusal (`None`: a name no client could pass).
 fn confirm(
     sandbox: &Sandbox,
     start: &Location<'_>,
     path: Option<serverfs_core::RelPath>,
-) -> Option<EntryKind> {
-    let loc = sandbox.locate_walked(start.workdir(), path?).ok()?;
-    sandbox.inspect(&loc).ok().map(|stat| EntryKind::from_stat(&stat))
+) -> Result<EntryKind, Option<ErrorCode>> {
+    let loc =
+        sandbox.locate_walked(start.workdir(), path.ok_or(None)?).map_err(|e| Some(e.code()))?;
+    sandbox.inspect(&loc).map(|stat| EntryKind::from_stat(&stat)).map_err(|e| Some(e.code()))
 }

@@ -21,7 +21,7 @@ pub mod find;
 pub mod search;
 pub mod walk;
 
-pub use budget::{Budget, Outcome, TruncatedReason};
+pub use budget::{Budget, Outcome, Skipped, TruncatedReason};
 pub use find::{FindOutcome, FoundEntry, find_files};
 pub use search::{
     MAX_LINE_BYTES, MAX_QUERY_CHARS, MAX_TEXT_BYTES, SearchOutcome, SearchQuery, TextMatch,

@@ -35,11 +35,11 @@ use std::ops::Range;
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
-use serverfs_core::{EntryKind, FsError, Location, Sandbox};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
 
 use serverfs_core::deadline::{DeadlineReader, is_deadline_stop};
 
-use crate::budget::{Budget, Outcome, TruncatedReason};
+use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// Longest accepted query, in characters.
@@ -88,7 +88,9 @@ pub struct SearchQuery<'q> {
 /// `INVALID_ARGUMENT` (query empty, too long, with a line break or NUL; bad
 /// glob; `limit` 0); for `start`: `SYMLINK_NOT_ALLOWED`,
 /// `UNSUPPORTED_FILE_TYPE` (FIFO, socket, device), `PATH_NOT_FOUND`, ….
-/// Files that fail during the walk are skipped, never an error.
+/// Files that fail during the walk are counted in `skipped`, never an error;
+/// when `start` is a file that cannot be searched, the reason is the error
+/// (`READ_LIMIT_EXCEEDED`, `BINARY_FILE`, `ACCESS_DENIED`, `LINE_TOO_LARGE`).
 pub fn search_text(
     sandbox: &Sandbox,
     start: &Location<'_>,
@@ -115,6 +117,7 @@ pub fn search_text(
         limit: usize::try_from(args.limit).unwrap_or(usize::MAX),
         max_file_bytes: args.max_file_bytes,
         matches: Vec::new(),
+        skipped: Skipped::default(),
     };
 
     let start_kind = EntryKind::from_stat(&sandbox.inspect(start)?);
@@ -122,14 +125,15 @@ pub fn search_text(
         let name = start.path().file_name().unwrap_or_default();
         let stop = match &glob {
             Some(g) if !g.is_match(name, name) => None,
-            _ => run.search_file(start.clone()),
+            // The one file asked for: why it cannot be searched is the answer.
+            _ => run.search_file(start.clone()).map_err(NotSearched::into_error)?,
         };
         return Ok(run.finish(stop));
     }
     // Directories pass; symlinks and specials get the resolver's error.
-    drop(sandbox.open_dir(start)?);
+    let root = sandbox.walk_root(start)?;
 
-    let mut walk = TreeWalk::new(sandbox.policy(), start, budget);
+    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget);
     let stop = loop {
         let entry = match walk.next_step() {
             Step::Entry(entry) => entry,
@@ -148,10 +152,13 @@ pub fn search_text(
         else {
             continue;
         };
-        if let Some(reason) = run.search_file(loc) {
-            break Some(reason);
+        match run.search_file(loc) {
+            Ok(Some(reason)) => break Some(reason),
+            Ok(None) => {}
+            Err(not_searched) => run.count(&not_searched),
         }
     };
+    run.skipped.unreadable += walk.unreadable();
     Ok(run.finish(stop))
 }
 
@@ -194,16 +201,47 @@ struct Run<'r, 's> {
     limit: usize,
     max_file_bytes: u64,
     matches: Vec<TextMatch>,
+    skipped: Skipped,
+}
+
+/// Why one file was not searched; each carries the error a search of that
+/// single file answers with.
+#[derive(Debug)]
+enum NotSearched {
+    /// Removed since the walk saw it (not counted: the tree changed).
+    Gone(FsError),
+    /// Refused by the resolver, unreadable, or a line over [`MAX_LINE_BYTES`].
+    Unreadable(FsError),
+    /// Larger than the search size cap.
+    TooLarge(FsError),
+    /// Holds NUL bytes.
+    Binary(FsError),
+}
+
+impl NotSearched {
+    fn into_error(self) -> FsError {
+        match self {
+            Self::Gone(e) | Self::Unreadable(e) | Self::TooLarge(e) | Self::Binary(e) => e,
+        }
+    }
 }
 
 impl Run<'_, '_> {
-    /// Searches one file; `Some(reason)` when the whole search must stop.
-    fn search_file(&mut self, loc: Location<'_>) -> Option<TruncatedReason> {
-        // Every refusal (symlink, special, gone, permission) means "not a
-        // file we search", never an error of the call.
-        let (file, stat) = self.sandbox.open_file(&loc).ok()?;
+    /// Searches one file; `Ok(Some(reason))` when the whole search must
+    /// stop.
+    fn search_file(&mut self, loc: Location<'_>) -> Result<Option<TruncatedReason>, NotSearched> {
+        let (file, stat) = self.sandbox.open_file(&loc).map_err(|e| match e.code() {
+            ErrorCode::PathNotFound => NotSearched::Gone(e),
+            _ => NotSearched::Unreadable(e),
+        })?;
         if u64::try_from(stat.st_size).unwrap_or(u64::MAX) > self.max_file_bytes {
-            return None;
+            return Err(NotSearched::TooLarge(FsError::new(
+                ErrorCode::ReadLimitExceeded,
+                format!(
+                    "{loc} is larger than the {}-byte search limit (SERVERFS_SEARCH_MAX_FILE_BYTES); read it in pages with read_text_file.",
+                    self.max_file_bytes
+                ),
+            )));
         }
         let path = loc.path().as_relative();
         let room = self.limit + 1 - self.matches.len();
@@ -211,16 +249,34 @@ impl Run<'_, '_> {
         match scan(&mut self.searcher, self.matcher, reader, &path, room) {
             Scanned::Text(found) => {
                 self.matches.extend(found);
-                (self.matches.len() > self.limit).then_some(TruncatedReason::SearchLimitReached)
+                Ok((self.matches.len() > self.limit).then_some(TruncatedReason::SearchLimitReached))
             }
-            Scanned::Skip => None,
-            Scanned::Stop(reason) => Some(reason),
+            Scanned::Binary => Err(NotSearched::Binary(FsError::new(
+                ErrorCode::BinaryFile,
+                format!("{loc} contains NUL bytes and is treated as binary; it is not searched."),
+            ))),
+            Scanned::Unreadable => Err(NotSearched::Unreadable(FsError::new(
+                ErrorCode::LineTooLarge,
+                format!(
+                    "{loc} could not be searched: it has a line over {MAX_LINE_BYTES} bytes or could not be read."
+                ),
+            ))),
+            Scanned::Stop(reason) => Ok(Some(reason)),
+        }
+    }
+
+    fn count(&mut self, not_searched: &NotSearched) {
+        match not_searched {
+            NotSearched::Gone(_) => {}
+            NotSearched::Unreadable(_) => self.skipped.unreadable += 1,
+            NotSearched::TooLarge(_) => self.skipped.too_large += 1,
+            NotSearched::Binary(_) => self.skipped.binary += 1,
         }
     }
 
     fn finish(mut self, stop: Option<TruncatedReason>) -> SearchOutcome {
         self.matches.truncate(self.limit);
-        SearchOutcome { matches: self.matches, truncated_reason: stop }
+        SearchOutcome { matches: self.matches, truncated_reason: stop, skipped: self.skipped }
     }
 }
 
@@ -229,8 +285,10 @@ impl Run<'_, '_> {
 enum Scanned {
     /// A text file and its matches (at most `room`).
     Text(Vec<TextMatch>),
-    /// Binary, unreadable, or a line over [`MAX_LINE_BYTES`].
-    Skip,
+    /// A NUL byte was read.
+    Binary,
+    /// A read failed, or a line is over [`MAX_LINE_BYTES`].
+    Unreadable,
     /// The budget ran out inside the file.
     Stop(TruncatedReason),
 }
@@ -250,22 +308,22 @@ fn scan<R: Read>(
         return if is_deadline_stop(&err) {
             Scanned::Stop(TruncatedReason::SearchTimeout)
         } else {
-            Scanned::Skip
+            Scanned::Unreadable
         };
     }
     if sink.binary {
-        return Scanned::Skip;
+        return Scanned::Binary;
     }
     if sink.full {
         // The searcher stopped early; the matches count only if no NUL
         // follows. Everything it read was already checked for NUL.
         match contains_nul(&mut reader) {
             Ok(false) => {}
-            Ok(true) => return Scanned::Skip,
+            Ok(true) => return Scanned::Binary,
             Err(err) if is_deadline_stop(&err) => {
                 return Scanned::Stop(TruncatedReason::SearchTimeout);
             }
-            Err(_) => return Scanned::Skip,
+            Err(_) => return Scanned::Unreadable,
         }
     }
     Scanned::Text(sink.found)
@@ -394,7 +452,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use serverfs_core::ErrorCode;
 
     fn run_scan(data: &[u8], query: &str, room: usize) -> Scanned {
         let matcher = build_matcher(query, true).unwrap();
@@ -432,9 +489,9 @@ mod tests {
         let mut data = b"needle\n".repeat(10);
         data.extend(vec![b'x'; 300_000]);
         data.push(0);
-        assert_eq!(run_scan(&data, "needle", 100), Scanned::Skip);
+        assert_eq!(run_scan(&data, "needle", 100), Scanned::Binary);
         // Also when the room is filled long before the NUL.
-        assert_eq!(run_scan(&data, "needle", 2), Scanned::Skip);
+        assert_eq!(run_scan(&data, "needle", 2), Scanned::Binary);
         data.pop();
         assert_eq!(lines(&run_scan(&data, "needle", 2)).len(), 2);
     }
@@ -443,7 +500,7 @@ mod tests {
     fn overlong_line_skips_the_file() {
         let mut data = vec![b'a'; MAX_LINE_BYTES + 10];
         data.extend(b"needle\n");
-        assert_eq!(run_scan(&data, "needle", 1), Scanned::Skip);
+        assert_eq!(run_scan(&data, "needle", 1), Scanned::Unreadable);
     }
 
     #[test]

@@ -14,8 +14,15 @@
 //! - Budget: every yielded entry counts against `max_walk_entries`, and the
 //!   deadline/cancel flag is checked before each step.
 //!
+//! - Anchored: the walk starts at the core's [`WalkRoot`], the start
+//!   directory as the resolver opened it (`/proc/self/fd/N`), never at a
+//!   host path that may have been renamed or retargeted since start-up.
+//! - Nothing silently dropped: a directory or entry the walker cannot read
+//!   (permissions, a path too long for the kernel, gone meanwhile) is
+//!   counted in [`TreeWalk::unreadable`].
+//!
 //! # Security
-//! `ignore` reads directories by host path, so a directory swapped for a
+//! `ignore` reads directories by path, so a directory swapped for a
 //! symlink between two steps could make it list foreign names. The walk is
 //! therefore only a source of *candidate names*: callers confirm every
 //! entry through the [`Sandbox`] resolver (`inspect`, `open_file`) beneath
@@ -23,6 +30,7 @@
 //!
 //! [`Policy::entry_visible`]: serverfs_core::Policy::entry_visible
 //! [`Sandbox`]: serverfs_core::Sandbox
+//! [`WalkRoot`]: serverfs_core::WalkRoot
 
 use std::fs::FileType;
 use std::os::unix::ffi::OsStrExt;
@@ -30,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::{Walk, WalkBuilder};
-use serverfs_core::{FsError, Location, RelPath};
+use serverfs_core::{FsError, Location, RelPath, WalkRoot};
 
 use crate::budget::{Budget, TruncatedReason};
 
@@ -139,22 +147,20 @@ pub(crate) struct TreeWalk<'b> {
     /// `start/` (or empty at the workdir root).
     prefix: String,
     visited: u64,
+    unreadable: u64,
     budget: &'b Budget,
 }
 
 impl<'b> TreeWalk<'b> {
-    /// Walks below `start`, which the caller has checked is a directory.
+    /// Walks below `start`, opened by the resolver as `root`.
     pub(crate) fn new(
         sandbox_policy: &serverfs_core::Policy,
         start: &Location<'_>,
+        root: &WalkRoot,
         budget: &'b Budget,
     ) -> Self {
         let start_rel = start.path().as_relative();
-        let walk_root = if start_rel.is_empty() {
-            start.workdir().host_root().to_path_buf()
-        } else {
-            start.workdir().host_root().join(&start_rel)
-        };
+        let walk_root = root.path().to_path_buf();
         let prefix = if start_rel.is_empty() { String::new() } else { format!("{start_rel}/") };
 
         // The filter must be 'static: it owns a clone of the policy and
@@ -185,7 +191,12 @@ impl<'b> TreeWalk<'b> {
                     policy.entry_visible(&format!("{filter_prefix}{below}"), name)
                 }
             });
-        Self { inner: builder.build(), walk_root, prefix, visited: 0, budget }
+        Self { inner: builder.build(), walk_root, prefix, visited: 0, unreadable: 0, budget }
+    }
+
+    /// Entries and directories the walker could not read so far.
+    pub(crate) fn unreadable(&self) -> u64 {
+        self.unreadable
     }
 
     /// The next visible entry, or why the walk stops.
@@ -198,12 +209,15 @@ impl<'b> TreeWalk<'b> {
                 return Step::Done;
             };
             // Read errors (an unreadable directory, an entry gone since the
-            // listing) are skipped like invisible entries, but they still
-            // cost a step of the budget.
+            // listing, a path too long) are counted, and cost a step of the
+            // budget.
             let entry = match item {
                 Ok(entry) if entry.depth() == 0 => continue,
                 Ok(entry) => Some(entry),
-                Err(_) => None,
+                Err(_) => {
+                    self.unreadable += 1;
+                    None
+                }
             };
             if self.visited >= self.budget.max_walk_entries() {
                 return Step::Stop(TruncatedReason::WalkLimitReached);

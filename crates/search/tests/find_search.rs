@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec};
 use serverfs_search::{
-    Budget, FindOutcome, SearchOutcome, SearchQuery, TruncatedReason, find_files, search_text,
+    Budget, FindOutcome, SearchOutcome, SearchQuery, Skipped, TruncatedReason, find_files,
+    search_text,
 };
 use tempfile::TempDir;
 
@@ -425,6 +426,10 @@ fn search_skips_binary_files() {
     let out = fx.search_with("", &args, &budget()).unwrap();
     assert_eq!(hits(&out), [("text.txt", 1)]);
     assert_eq!(out.truncated_reason, None);
+    assert_eq!(out.skipped, Skipped { binary: 3, ..Skipped::default() });
+    // Named alone, a binary file is an error, not "no match".
+    let err = fx.search_with("bin.dat", &q("needle"), &budget()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::BinaryFile);
 }
 
 #[test]
@@ -491,10 +496,53 @@ fn search_max_file_size() {
     });
     let mut args = q("needle");
     args.max_file_bytes = 1024;
-    assert_eq!(
-        hits(&fx.search_with("", &args, &budget()).unwrap()),
-        [("edge.txt", 1), ("small.txt", 1)]
+    let out = fx.search_with("", &args, &budget()).unwrap();
+    assert_eq!(hits(&out), [("edge.txt", 1), ("small.txt", 1)]);
+    assert_eq!(out.skipped, Skipped { too_large: 1, ..Skipped::default() });
+    // Named alone, a file over the cap is an error, not "no match".
+    let err = fx.search_with("big.txt", &args, &budget()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ReadLimitExceeded);
+    assert!(err.message().contains("w:/big.txt"), "{}", err.message());
+}
+
+/// The walk follows the root handle opened at start-up, not the host path:
+/// a workdir path that is a symlink retargeted afterwards changes nothing.
+#[test]
+fn walks_follow_the_opened_root_not_the_host_path() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "real/a/needle.txt",
+        "needle
+",
     );
+    write(
+        dir.path(),
+        "decoy/a/other.txt",
+        "needle
+",
+    );
+    let link = dir.path().join("workdir");
+    symlink(dir.path().join("real"), &link).unwrap();
+    let spec = WorkdirSpec {
+        alias: "w".into(),
+        description: None,
+        host_path: link.clone(),
+        origin: "test".into(),
+    };
+    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+    fs::remove_file(&link).unwrap();
+    symlink(dir.path().join("decoy"), &link).unwrap();
+    let start = sandbox.locate("w", "").unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    assert_eq!(paths(&found), ["a/needle.txt"]);
+    let searched = search_text(&sandbox, &start, &q("needle"), &budget()).unwrap();
+    assert_eq!(hits(&searched), [("a/needle.txt", 1)]);
+    assert_eq!(searched.skipped, Skipped::default());
+    // Even with the link gone entirely.
+    fs::remove_file(&link).unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    assert_eq!(paths(&found), ["a/needle.txt"]);
 }
 
 #[test]

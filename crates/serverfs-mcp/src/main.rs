@@ -57,6 +57,7 @@ fn serve(cli: &Cli) -> ExitCode {
         event = "starting",
         workdirs = sandbox.workdirs().len(),
         resolver = ?sandbox.mode(),
+        reopen_in_place = sandbox.reopens_in_place(),
         allow_hidden = sandbox.policy().allow_hidden(),
         transport = if cli.stdio { "stdio" } else { "http" },
     );

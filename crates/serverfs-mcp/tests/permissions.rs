@@ -48,5 +48,19 @@ async fn unreadable_file_and_directory_are_access_denied() {
         call(&client, "search_text", json!({"workdir": "test", "query": "secret"})).await;
     assert!(!err);
     assert_eq!(v["returned"], 0, "unreadable content leaked: {v}");
+    // Not silently "no match": the locked file and directory are counted.
+    assert_eq!(v["skipped"], json!({"unreadable": 2, "too_large": 0, "binary": 0}), "{v}");
+    let (err, v) =
+        call(&client, "find_files", json!({"workdir": "test", "pattern": "*.txt"})).await;
+    assert!(!err);
+    assert_eq!(v["skipped"]["unreadable"], 1, "{v}");
+    // Named directly, they are errors.
+    for (tool, args) in [
+        ("search_text", json!({"workdir": "test", "path": "locked.txt", "query": "secret"})),
+        ("search_text", json!({"workdir": "test", "path": "locked-dir", "query": "x"})),
+        ("find_files", json!({"workdir": "test", "path": "locked-dir", "pattern": "*"})),
+    ] {
+        assert_eq!(error_code(&client, tool, args.clone()).await, "ACCESS_DENIED", "{args}");
+    }
     client.cancel().await.unwrap();
 }

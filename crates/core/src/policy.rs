@@ -4,6 +4,11 @@
 //! Guarantee: the built-in deny rules cannot be switched off; matching is
 //! case-insensitive and applies to every component and to every prefix of a
 //! path, so a rule `X/**` denies `X` itself and everything beneath it.
+//! Configured rules are normalised like client paths before they are
+//! compiled (`a//b` and `a/./b` are `a/b`; a trailing `/` means "this
+//! directory and everything under it", like `/**`), and a rule that could
+//! never match what it names (`..`, nothing left after normalising) is
+//! refused, so no accepted rule silently denies nothing.
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -63,22 +68,24 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Compiles the built-in rules plus `extra_deny_globs`.
+    /// Compiles the built-in rules plus `extra_deny_globs` (normalised as
+    /// the module docs say).
     ///
     /// # Errors
-    /// A malformed extra glob (the message names the glob, not a path).
+    /// A malformed or empty extra glob, or one with a `..` component (the
+    /// message names the glob, not a path).
     pub fn new(allow_hidden: bool, extra_deny_globs: &[String]) -> Result<Self, String> {
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
         let mut tails = GlobSetBuilder::new();
-        let all =
-            BUILTIN_DENY_GLOBS.iter().copied().chain(extra_deny_globs.iter().map(String::as_str));
-        for raw in all {
-            let pattern = raw.trim().trim_start_matches("./");
-            if pattern.is_empty() {
-                continue;
-            }
-            let pattern = pattern.strip_suffix("/**").unwrap_or(pattern).trim_start_matches('/');
+        let rules = BUILTIN_DENY_GLOBS
+            .iter()
+            .copied()
+            .chain(extra_deny_globs.iter().map(String::as_str))
+            .map(|raw| normalise_deny_glob(raw).map(|glob| (raw, glob)))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (raw, normal) in rules {
+            let pattern = normal.as_str();
             let glob = |text: &str| {
                 GlobBuilder::new(text)
                     .case_insensitive(true)
@@ -164,6 +171,56 @@ impl Policy {
         self.name_rules.is_match(name)
             || (self.path_rule_tails.is_match(name) && self.path_rules.is_match(relative))
     }
+}
+
+/// A configured deny glob as the matcher takes it: components joined by
+/// single `/`, no `.`, no leading `/` (rules match at any depth), and no
+/// trailing `/` or `/**` (a rule on a directory covers what is beneath).
+fn normalise_deny_glob(raw: &str) -> Result<String, String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in raw.trim().split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(format!(
+                    "deny glob '{raw}': '..' cannot appear in a path inside a workdir"
+                ));
+            }
+            _ => parts.push(part),
+        }
+    }
+    while parts.len() > 1 && parts.last() == Some(&"**") {
+        parts.pop();
+    }
+    if parts.is_empty() {
+        return Err(format!("deny glob '{raw}' names nothing"));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Splits a comma-separated list of globs at the commas that are not inside
+/// `{…}` (and not escaped with `\`), so `{a,b}.txt` stays one glob. Items
+/// are trimmed; empty ones are dropped.
+pub fn split_glob_list(value: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let mut current = String::new();
+    let (mut depth, mut escaped) = (0usize, false);
+    for c in value.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    items.push(current);
+    items.into_iter().map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()).collect()
 }
 
 /// A component starting with `.` (never `.`/`..`: those are gone after
@@ -259,6 +316,44 @@ mod tests {
         assert_eq!(check(&p, "x/conf/prod.yml"), Some(Refusal::Denied));
         assert_eq!(check(&p, "conf/dev.yml"), None);
         assert!(Policy::new(false, &["[".into()]).is_err());
+    }
+
+    /// Each spelling denies what it names (they used to be accepted and
+    /// deny nothing); spellings that can name nothing are refused.
+    #[test]
+    fn extra_globs_are_normalised_or_refused() {
+        for (glob, denied, allowed) in [
+            ("secrets/", &["secrets", "secrets/a.txt", "x/secrets/b/c"][..], &["secretsx"][..]),
+            ("secrets/**/", &["secrets", "secrets/a.txt"], &["other/a.txt"]),
+            ("/secrets", &["secrets/a.txt"], &["a.txt"]),
+            ("prod.yml/", &["prod.yml", "conf/prod.yml"], &["prod.yaml"]),
+            ("conf//prod.yml", &["conf/prod.yml", "x/conf/prod.yml"], &["prod.yml"]),
+            ("conf/./prod.yml", &["conf/prod.yml"], &["conf/dev.yml"]),
+            ("./conf/prod.yml", &["conf/prod.yml"], &["conf/dev.yml"]),
+            ("{a,b}.txt", &["a.txt", "d/b.txt"], &["c.txt"]),
+        ] {
+            let p = Policy::new(false, &[glob.to_owned()]).unwrap();
+            for path in denied {
+                assert_eq!(check(&p, path), Some(Refusal::Denied), "{glob}: {path}");
+            }
+            for path in allowed {
+                assert_eq!(check(&p, path), None, "{glob}: {path}");
+            }
+        }
+        for bad in ["/", "./", "//", ".", "../x", "a/../b", "  "] {
+            let err = Policy::new(false, &[bad.to_owned()]).unwrap_err();
+            assert!(err.contains("deny glob"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn glob_lists_split_outside_braces() {
+        assert_eq!(
+            split_glob_list("a, {b,c}.txt ,,d/{e,{f,g}}/**"),
+            ["a", "{b,c}.txt", "d/{e,{f,g}}/**"]
+        );
+        assert_eq!(split_glob_list(r"x\,y,z"), [r"x\,y", "z"]);
+        assert_eq!(split_glob_list(""), Vec::<String>::new());
     }
 
     #[test]

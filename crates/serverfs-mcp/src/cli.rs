@@ -9,6 +9,7 @@ use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use serverfs_core::config::{arg_specs, slot_specs};
+use serverfs_core::policy::split_glob_list;
 use serverfs_core::{Limits, Policy, WorkdirSpec};
 use serverfs_readonly::Concurrency;
 use serverfs_server::HttpOptions;
@@ -89,8 +90,8 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_ALLOW_HIDDEN", default_value = "false", value_parser = BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
     allow_hidden: bool,
 
-    /// More deny globs, comma-separated (added to the built-in ones).
-    #[arg(long, env = "SERVERFS_EXTRA_DENY_GLOBS", value_delimiter = ',')]
+    /// More deny globs, comma-separated (commas inside {a,b} belong to the glob), added to the built-in ones.
+    #[arg(long, env = "SERVERFS_EXTRA_DENY_GLOBS")]
     extra_deny_globs: Vec<String>,
 
     /// Accepted HTTP Host names, comma-separated.
@@ -202,7 +203,8 @@ impl Cli {
         if hosts.is_empty() {
             return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".into());
         }
-        let globs = trimmed(&self.extra_deny_globs);
+        let globs: Vec<String> =
+            self.extra_deny_globs.iter().flat_map(|v| split_glob_list(v)).collect();
         let policy = Policy::new(self.allow_hidden, &globs)
             .map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
         let workdirs = if self.workdirs.is_empty() {

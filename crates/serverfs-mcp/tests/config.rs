@@ -88,6 +88,12 @@ fn bad_settings_name_the_setting() {
         ("SERVERFS_LOG_LEVEL", "LOUD"),
         ("SERVERFS_LISTEN", "not-an-address"),
         ("SERVERFS_EXTRA_DENY_GLOBS", "[unclosed"),
+        ("SERVERFS_EXTRA_DENY_GLOBS", "logs,../x"),
+        ("SERVERFS_EXTRA_DENY_GLOBS", "ok,/"),
+        ("SERVERFS_MAX_CONCURRENT_SEARCHES", "0"),
+        ("SERVERFS_MAX_CONCURRENT_READS", "100000"),
+        ("SERVERFS_MAX_CONCURRENT_LOOKUPS", "0"),
+        ("SERVERFS_BUSY_WAIT_SECONDS", "0"),
     ] {
         let mut env = base.to_vec();
         env.push((key, value));
@@ -133,5 +139,33 @@ async fn sixteen_slots_serve_in_slot_order() {
     assert_eq!(v["workdirs"][1]["description"], "Application logs");
     assert_eq!(v["workdirs"][0]["description"], serde_json::Value::Null);
     assert!(!v.to_string().contains("/0"), "slot paths leaked: {v}");
+    client.cancel().await.unwrap();
+}
+
+/// Deny globs from the environment: every spelling denies what it names,
+/// and a comma inside braces belongs to the glob.
+#[tokio::test]
+async fn configured_deny_globs_deny_what_they_name() {
+    let fx = Fixture::new();
+    let root = fx.root();
+    for rel in ["secrets/a.txt", "conf/prod.yml", "conf/dev.yml", "a.txt", "b.txt", "c.txt"] {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "x\n").unwrap();
+    }
+    let globs = "secrets/, conf//prod.yml, {a,b}.txt";
+    let server = HttpServer::start_with_env(
+        &["--workdir", &fx.workdir_arg()],
+        &[("SERVERFS_EXTRA_DENY_GLOBS", globs)],
+    );
+    let client = http_client(&server.url, rmcp::service::ClientLifecycleMode::Initialize).await;
+    for path in ["secrets", "secrets/a.txt", "conf/prod.yml", "a.txt", "b.txt"] {
+        let args = json!({"workdir": "test", "path": path});
+        assert_eq!(error_code(&client, "stat_file", args).await, "DENIED_PATH", "{path}");
+    }
+    for path in ["conf/dev.yml", "c.txt"] {
+        let (err, v) = call(&client, "stat_file", json!({"workdir": "test", "path": path})).await;
+        assert!(!err, "{path}: {v}");
+    }
     client.cancel().await.unwrap();
 }

@@ -15,8 +15,9 @@
 //!   flag is raised when the client cancels (`notifications/cancelled`, an
 //!   HTTP client that disconnects) or when the call's future is dropped;
 //!   the work stops at its next check.
-//! - One flat JSON log line per call, with `cancelled` when the client
-//!   gave up, never file contents.
+//! - One flat JSON log line per call, written when its work has ended
+//!   (also for a client that is gone), with `cancelled` when the client
+//!   gave up; never file contents.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,7 +98,8 @@ impl Runner {
     }
 
     /// Runs `op` (admission, deadline, cancellation as in the module docs)
-    /// and logs the call.
+    /// and logs the call: when its work ends, even if nobody waits for the
+    /// answer any more.
     pub(crate) async fn run<T, F>(
         &self,
         class: CallClass,
@@ -110,29 +112,23 @@ impl Runner {
         F: FnOnce(&ReadOnlyFs, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
         let started = Instant::now();
-        let outcome = self.execute(class, &ct, op).await;
-        call.write(&outcome, started, ct.is_cancelled());
-        outcome
-    }
-
-    async fn execute<T, F>(
-        &self,
-        class: CallClass,
-        ct: &CancellationToken,
-        op: F,
-    ) -> Result<T, FsError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&ReadOnlyFs, &Deadline) -> Result<T, FsError> + Send + 'static,
-    {
-        let permit = self.admit(class, ct).await?;
+        let permit = match self.admit(class, &ct).await {
+            Ok(permit) => permit,
+            Err(refused) => {
+                let outcome = Err(refused);
+                call.write(&outcome, started, ct.is_cancelled());
+                return outcome;
+            }
+        };
         let cancel = Arc::new(AtomicBool::new(false));
         let _raise = RaiseOnDrop(Arc::clone(&cancel));
         let deadline = Deadline::new(self.fs.call_timeout(), Arc::clone(&cancel));
         let fs = Arc::clone(&self.fs);
         let mut work = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            op(&fs, &deadline)
+            let outcome = op(&fs, &deadline);
+            call.write(&outcome, started, deadline.is_cancelled());
+            outcome
         });
         let joined = tokio::select! {
             joined = &mut work => joined,
@@ -142,6 +138,7 @@ impl Runner {
             }
         };
         joined.unwrap_or_else(|join| {
+            tracing::error!(event = "call_failed", error = %join);
             Err(FsError::new(ErrorCode::InternalError, "the call failed inside the server.")
                 .with_detail(join.to_string()))
         })
@@ -194,6 +191,7 @@ impl Drop for RaiseOnDrop {
 /// What the log line names: the tool and, where it has them, the workdir
 /// and path as the client sent them.
 #[derive(Debug)]
+#[must_use]
 pub(crate) struct CallLog {
     pub(crate) tool: &'static str,
     pub(crate) workdir: Option<String>,

@@ -1,13 +1,16 @@
 //! A client that disconnects (HTTP) or cancels (`notifications/cancelled`
-//! over stdio) mid-search stops the search: the server's CPU goes back to
-//! idle instead of scanning on for nobody.
+//! over stdio) stops its call: the call's log line appears with
+//! `cancelled: true` long before the call could have finished, and the
+//! server's CPU is back to idle afterwards. The assertions are events, not
+//! CPU share while the call runs, so a busy machine cannot fail them.
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
@@ -17,78 +20,98 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-/// 8 GiB of searchable text under `big/`: one 32 MiB file and hard links to
-/// it, so a search for an absent string runs for many seconds.
-fn big_fixture() -> Fixture {
+/// Far more text than any machine scans within the test's bounds: one
+/// 32 MiB file and 20,000 hard links to it (640 GB to read; 32 MiB on disk).
+fn endless_fixture() -> Fixture {
     let fx = Fixture::new();
     let big = fx.root().join("big");
     std::fs::create_dir(&big).unwrap();
     let line = "no match on this line, just text to scan through\n";
-    std::fs::write(big.join("f000"), line.repeat((32 << 20) / line.len())).unwrap();
-    for i in 1..256 {
-        std::fs::hard_link(big.join("f000"), big.join(format!("f{i:03}"))).unwrap();
+    std::fs::write(big.join("f00000"), line.repeat((32 << 20) / line.len())).unwrap();
+    for i in 1..20_000 {
+        std::fs::hard_link(big.join("f00000"), big.join(format!("f{i:05}"))).unwrap();
     }
     fx
 }
 
-const SEARCH_ARGS: [&str; 4] =
-    ["--search-timeout-seconds", "300", "--search-max-file-bytes", "100000000"];
+/// A deadline the calls never reach while the test runs.
+const ARGS: [&str; 4] =
+    ["--search-timeout-seconds", "3600", "--search-max-file-bytes", "100000000"];
 
-/// Asserts that `pid` burns (almost) no CPU over the next second. (Async:
-/// the runtime must keep running so a dropped HTTP request really closes
-/// its connection.)
-async fn assert_idle(pid: u32) {
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let settled = cpu_ticks(pid);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle = cpu_ticks(pid) - settled;
-    assert!(idle < 10, "search kept running after the client left ({idle} ticks in 1 s)");
+/// How long the test waits for the cancelled call's log line: generous, and
+/// still a tiny fraction of what the call would take to finish.
+const EVENT_BOUND: Duration = Duration::from_secs(120);
+
+fn is_cancelled_call(tool: &'static str) -> impl Fn(&Value) -> bool {
+    move |v| v["event"] == "tool_call" && v["tool"] == tool && v["cancelled"] == true
 }
 
-#[tokio::test]
-async fn disconnect_stops_the_search() {
-    let fx = big_fixture();
-    let workdir = fx.workdir_arg();
-    let mut args = vec!["--workdir", &workdir];
-    args.extend(SEARCH_ARGS);
-    let server = HttpServer::start(&args);
-    let pid = server.pid();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "search_text", "arguments": {"workdir": "test", "path": "big", "query": "zzz-absent"}}});
-    let request = reqwest::Client::new()
-        .post(&server.url)
+/// Asserts that `pid` burns (almost) no CPU over one second.
+fn assert_idle(pid: u32) {
+    std::thread::sleep(Duration::from_millis(300));
+    let settled = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = cpu_ticks(pid) - settled;
+    assert!(idle < 10, "the call kept running after the client left ({idle} ticks in 1 s)");
+}
+
+fn post(url: &str, id: u64, tool: &str, arguments: Value) -> reqwest::RequestBuilder {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    reqwest::Client::new()
+        .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("Content-Type", "application/json")
         .header("Mcp-Protocol-Version", "2025-06-18")
         .body(body.to_string())
-        .send();
-    let before = cpu_ticks(pid);
-    // The search is still running when the client gives up.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(1500), request).await.is_err(),
-        "search finished too soon"
-    );
-    let busy = cpu_ticks(pid) - before;
-    assert!(busy > 50, "the search was not running ({busy} ticks in 1.5 s)");
-
-    assert_idle(pid).await;
 }
 
-#[tokio::test]
-async fn stdio_cancel_notification_stops_the_search() {
+#[tokio::test(flavor = "multi_thread")]
+async fn disconnect_stops_the_search_and_the_read() {
+    let fx = endless_fixture();
+    let line = "a line of text that is read and counted, never returned\n";
+    std::fs::write(fx.root().join("long.log"), line.repeat((256 << 20) / line.len())).unwrap();
+    let workdir = fx.workdir_arg();
+    let mut args = vec!["--workdir", &workdir];
+    args.extend(ARGS);
+    let server = HttpServer::start(&args);
+    for (tool, arguments) in [
+        ("search_text", json!({"workdir": "test", "path": "big", "query": "zzz-absent"})),
+        (
+            "read_text_file",
+            json!({"workdir": "test", "path": "long.log", "start_line": 4_000_000_000u64}),
+        ),
+    ] {
+        let request = post(&server.url, 1, tool, arguments).send();
+        // The client gives up (the request future is dropped: connection closed).
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), request).await;
+        if tool == "search_text" {
+            assert!(gave_up.is_err(), "an endless search answered");
+        }
+        let log = server.log.clone();
+        tokio::task::spawn_blocking(move || log.wait_for(EVENT_BOUND, is_cancelled_call(tool)))
+            .await
+            .unwrap();
+        assert_idle(server.pid());
+    }
+}
+
+#[test]
+fn stdio_cancel_notification_stops_the_search() {
     use std::io::Write;
-    let fx = big_fixture();
+    let fx = endless_fixture();
     let mut child = std::process::Command::new(BIN)
         .args(["--stdio", "--workdir", &fx.workdir_arg()])
-        .args(SEARCH_ARGS)
+        .args(ARGS)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
+    let log = Log::collect(BufReader::new(child.stderr.take().unwrap()).lines());
     let mut stdin = child.stdin.take().unwrap();
-    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -96,14 +119,11 @@ async fn stdio_cancel_notification_stops_the_search() {
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_text",
         "arguments": {"workdir": "test", "path": "big", "query": "zzz-absent"}}}),
     );
-    let before = cpu_ticks(pid);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let busy = cpu_ticks(pid) - before;
-    assert!(busy > 50, "the search was not running ({busy} ticks in 1.5 s)");
     send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
     );
-    assert_idle(pid).await;
+    log.wait_for(EVENT_BOUND, is_cancelled_call("search_text"));
+    assert_idle(pid);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }

@@ -56,6 +56,40 @@ pub struct HttpServer {
     pub child: Child,
     pub url: String,
     pub addr: String,
+    pub log: Log,
+}
+
+/// The JSON lines a server wrote to stderr, collected by a thread that
+/// keeps draining the pipe (so the server never blocks on it).
+#[derive(Clone, Default)]
+pub struct Log(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl Log {
+    /// Drains `lines` into a new log, in the background.
+    pub fn collect(lines: impl Iterator<Item = std::io::Result<String>> + Send + 'static) -> Self {
+        let log = Self::default();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                sink.0.lock().unwrap().push(v);
+            }
+        });
+        log
+    }
+
+    /// The first line for which `pred` holds, waiting up to `timeout` for it
+    /// (a generous bound: the assertion is that the event happens).
+    pub fn wait_for(&self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.0.lock().unwrap().iter().find(|v| pred(v)) {
+                return v.clone();
+            }
+            assert!(Instant::now() < deadline, "no such log line within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl HttpServer {
@@ -96,9 +130,8 @@ impl HttpServer {
                 break v["address"].as_str().unwrap().to_owned();
             }
         };
-        // keep draining stderr so the server never blocks on a full pipe
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Self { url: format!("http://{addr}/mcp"), addr, child }
+        let log = Log::collect(lines);
+        Self { url: format!("http://{addr}/mcp"), addr, child, log }
     }
 
     pub fn pid(&self) -> u32 {

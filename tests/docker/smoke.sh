@@ -135,6 +135,14 @@ set_env "$tmp/test.env" WORKDIR_01_PATH "$fixture"
 set_env "$tmp/test.env" WORKDIR_01_DESCRIPTION "Smoke-test fixture"
 set_env "$tmp/test.env" CONTROL_PLANE_TUNNEL_ID tunnel_0123456789abcdef0123456789abcdef
 set_env "$tmp/test.env" CONTROL_PLANE_API_KEY sk-smoke-NOT-A-REAL-KEY
+# The bearer token, as docs/deployment.md makes it: two files, each readable
+# only by the user of the container that mounts it.
+token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077 && printf '%s\n' "$token" >"$tmp/serverfs_token" && printf 'Bearer %s' "$token" >"$tmp/tunnel_authorization")
+chown 10001:10001 "$tmp/serverfs_token"
+chown 65532:65532 "$tmp/tunnel_authorization"
+set_env "$tmp/test.env" SERVERFS_TOKEN_SECRET_FILE "$tmp/serverfs_token"
+set_env "$tmp/test.env" TUNNEL_AUTHORIZATION_SECRET_FILE "$tmp/tunnel_authorization"
 chmod 600 "$tmp/test.env"
 pass "fixture tree and test .env created"
 
@@ -186,6 +194,8 @@ jqcheck "compose: tunnel secrets in openai-tunnel, MCP_SERVER_URL internal" \
 jqcheck "compose: tunnel image pinned (not latest), non-root user, hardened" \
   "($T.image | test(\"^ghcr.io/openai/tunnel-client:v[0-9]+\\\\.[0-9]+\\\\.[0-9]+\$\")) and $T.user == \"65532:65532\" and $T.cap_drop == [\"ALL\"] and $T.security_opt == [\"no-new-privileges:true\"]"
 jqcheck "compose: openai-tunnel waits for serverfs-mcp to be healthy" "$T.depends_on[\"serverfs-mcp\"].condition == \"service_healthy\""
+jqcheck "compose: the token reaches serverfs-mcp and the tunnel only as secret files" \
+  "$S.environment.SERVERFS_TOKEN_FILE == \"/run/secrets/serverfs_token\" and ($S.environment | has(\"SERVERFS_TOKEN\") | not) and ($S.secrets | map(.source)) == [\"serverfs_token\"] and ($T.secrets | map(.source)) == [\"tunnel_authorization\"] and $T.environment.MCP_EXTRA_HEADERS == \"Authorization: file:/run/secrets/tunnel_authorization\""
 jqcheck "compose: no env_file anywhere" '[.services[] | has("env_file")] | all(. == false)'
 jqcheck "compose: healthcheck runs the binary's healthcheck" "$S.healthcheck.test == [\"CMD\",\"/serverfs-mcp\",\"healthcheck\"]"
 if grep -nE '^\s*env_file|docker\.sock|:latest' compose.yml; then

@@ -12,6 +12,11 @@
 //! serverfs-probe idle                sleep until SIGTERM/SIGINT (keeps the service up)
 //! ```
 //!
+//! `check` sends the bearer token that `MCP_EXTRA_HEADERS` names the way
+//! compose.yml sets it for tunnel-client (`Authorization: file:/path`, the
+//! file holding `Bearer <token>`), and checks that `/mcp` refuses requests
+//! without it.
+//!
 //! `check` prints one line per check (`ok - …` / `FAIL - …`), then
 //! `probe: N passed, M failed`, and exits 1 if anything failed.
 #![allow(clippy::print_stdout)]
@@ -23,7 +28,9 @@ use rmcp::{
     RoleClient, ServiceExt as _,
     model::{CallToolRequestParams, ReadResourceRequestParams},
     service::RunningService,
-    transport::StreamableHttpClientTransport,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 use serde_json::{Value, json};
 
@@ -113,13 +120,48 @@ impl Report {
 async fn check(url: &str, alias: &str) -> ExitCode {
     let mut report = Report { passed: 0, failed: 0 };
     let base = url.trim_end_matches('/').trim_end_matches("/mcp").to_owned();
-    let http = match reqwest::Client::builder().timeout(TIMEOUT).build() {
-        Ok(c) => c,
+    let token = match bearer_token() {
+        Ok(token) => token,
         Err(e) => {
+            println!("FAIL - bearer token from MCP_EXTRA_HEADERS: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = &token {
+        match reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")) {
+            Ok(value) => headers.insert(reqwest::header::AUTHORIZATION, value),
+            Err(e) => {
+                println!("FAIL - bearer token: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    }
+    let (http, anonymous) = match (
+        reqwest::Client::builder().timeout(TIMEOUT).default_headers(headers).build(),
+        reqwest::Client::builder().timeout(TIMEOUT).build(),
+    ) {
+        (Ok(c), Ok(a)) => (c, a),
+        (Err(e), _) | (_, Err(e)) => {
             println!("FAIL - http client: {e}");
             return ExitCode::from(1);
         }
     };
+    if token.is_some() {
+        report.record(
+            "without the bearer token, /mcp is 401 with no WWW-Authenticate (no OAuth)",
+            async {
+                let r =
+                    anonymous.post(url).header("content-type", "application/json").send().await?;
+                ensure_eq(r.status().as_u16(), 401, "status")?;
+                if r.headers().contains_key("www-authenticate") {
+                    bail!("WWW-Authenticate present");
+                }
+                Ok(String::new())
+            }
+            .await,
+        );
+    }
 
     // --- Plain HTTP: what tunnel-client does before it relays anything. ---
     report.record(
@@ -183,7 +225,11 @@ async fn check(url: &str, alias: &str) -> ExitCode {
     // --- A real MCP client (rmcp) over Streamable HTTP. ---
     let client = match tokio::time::timeout(
         TIMEOUT,
-        ().serve(StreamableHttpClientTransport::from_uri(url.to_owned())),
+        ().serve(StreamableHttpClientTransport::from_config(match &token {
+            Some(token) => StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+                .auth_header(token.clone()),
+            None => StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+        })),
     )
     .await
     {
@@ -540,6 +586,28 @@ fn text_of(result: &Value) -> String {
         .filter_map(|c| c["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The token in `MCP_EXTRA_HEADERS` (`Authorization: file:/path` or a
+/// literal `Authorization: Bearer …`); `None` when no Authorization is set.
+fn bearer_token() -> Result<Option<String>> {
+    let Ok(headers) = std::env::var("MCP_EXTRA_HEADERS") else {
+        return Ok(None);
+    };
+    let Some(value) = headers.split(',').find_map(|h| {
+        let (name, value) = h.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("authorization").then(|| value.trim().to_owned())
+    }) else {
+        return Ok(None);
+    };
+    let value = match value.strip_prefix("file:") {
+        Some(path) => std::fs::read_to_string(path).context("reading the Authorization file")?,
+        None => value,
+    };
+    match value.trim().strip_prefix("Bearer ") {
+        Some(token) => Ok(Some(token.trim().to_owned())),
+        None => bail!("the Authorization value is not `Bearer <token>`"),
+    }
 }
 
 /// POSTs `initialize` as tunnel-client's startup probe does, optionally with

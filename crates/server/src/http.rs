@@ -1,14 +1,65 @@
-//! Stateless Streamable HTTP (SPEC §2.4, §2.6 "HTTP").
+//! Stateless Streamable HTTP (SPEC §2.4, §2.6 "HTTP", §2.7).
+//!
+//! One axum router (`/mcp` → rmcp, `/healthz`, 404 for everything else)
+//! served by our own accept loop on hyper's HTTP/1 connection builder, so
+//! that every resource a client can hold is bounded:
+//!
+//! - **Connections**: at most `max_connections` are open. A permit is taken
+//!   *before* `accept`, so at the cap the server stops accepting and further
+//!   clients wait in the kernel's listen backlog; the process never runs
+//!   into its file-descriptor limit.
+//! - **Request heads**: hyper's `header_read_timeout` starts as soon as a
+//!   connection waits for a request head — when it opens and again after
+//!   every response — and closes the connection if the head is not complete
+//!   in time. This one timer is both the slow-header (slowloris) guard and
+//!   the keep-alive idle timeout: hyper 1.12 offers no separate idle timer,
+//!   and a longer idle timeout could never take effect under it.
+//! - **Request bodies**: the whole body must arrive within `body_timeout`
+//!   of the handler asking for it (a total deadline, not a per-chunk one, so
+//!   a trickled or endlessly chunked body is cut too) and may not exceed
+//!   `max_body_bytes`; else 408 or 413, and the connection is closed.
+//! - **Memory held by arriving bodies** is bounded by `max_connections ×
+//!   max_body_bytes` (256 MiB with the defaults): each connection carries at
+//!   most one request at a time and its body is buffered only up to the cap.
+//!   No separate semaphore is used; the connection cap is that bound.
+//!
+//! Also: `/mcp` is matched exactly (`/mcp/…` is 404, so no OAuth discovery
+//! path under it answers); more than one `Origin` header is 403 (rmcp checks
+//! only the first); more than one `Host` header is 400 (RFC 9112 §3.2). With
+//! a [`BearerAuth`], `/mcp` needs the token and `/healthz` stays open.
+//! `/healthz` is answered by the router itself, never queued behind tool
+//! work, so it answers whenever a connection slot is free.
+//!
+//! On shutdown the listener is closed, idle connections are closed, requests
+//! in flight may finish for up to [`SHUTDOWN_GRACE`], and then the server
+//! returns.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{CONNECTION, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::routing::get;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+use crate::BearerAuth;
+
+/// How long requests in flight may run on after shutdown is asked for.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// HTTP settings, validated by the binary.
 #[derive(Clone, Debug)]
@@ -22,8 +73,17 @@ pub struct HttpOptions {
     pub extra_origins: Vec<String>,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Time a connection may take to deliver a complete request head,
+    /// counted from when the server starts waiting for one (also the
+    /// keep-alive idle timeout).
+    pub header_timeout: Duration,
+    /// Time a request body may take to arrive in full.
+    pub body_timeout: Duration,
+    /// Most connections open at once (≥ 1).
+    pub max_connections: usize,
+    /// When set, `/mcp` requires this bearer token.
+    pub auth: Option<BearerAuth>,
 }
-
 /// Loopback names plus the Compose service name, so OpenAI's tunnel-client
 /// can reach `http://serverfs-mcp:8000/mcp`.
 pub fn default_allowed_hosts() -> Vec<String> {
@@ -45,12 +105,76 @@ fn own_origins(hosts: &[String]) -> Vec<String> {
 /// Serves `factory`'s handlers on `options.listen` until `shutdown`.
 ///
 /// # Errors
-/// If the address cannot be bound or the server fails.
+/// If the address cannot be bound.
 pub async fn serve_http<S, F>(
     factory: F,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> std::io::Result<()>
+where
+    S: ServerHandler + Send + 'static,
+    F: Fn() -> S + Send + Sync + 'static,
+{
+    let app = router(factory, &options, &shutdown);
+    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    tracing::info!(
+        event = "listening",
+        address = %listener.local_addr()?,
+        endpoint = "/mcp",
+        auth = if options.auth.is_some() { "bearer" } else { "none" },
+        max_connections = options.max_connections,
+    );
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.timer(TokioTimer::new()).header_read_timeout(options.header_timeout);
+    let permits = Arc::new(Semaphore::new(options.max_connections));
+    let graceful = GracefulShutdown::new();
+    loop {
+        // The permit comes first: at the cap nothing more is accepted.
+        let permit = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // never closed
+            },
+        };
+        let stream = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Per-connection errors (a peer that reset before we
+                    // accepted, a transient ENFILE) must not end the server;
+                    // the pause keeps a persistent error from spinning.
+                    tracing::warn!(event = "accept_failed", error = %e);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let connection =
+            http1.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // Timeouts and peers that vanish end connections with an error;
+            // that is routine, so it is only worth a DEBUG line.
+            if let Err(e) = connection.await {
+                tracing::debug!(event = "connection_closed", error = %e);
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+        tracing::warn!(event = "shutdown_grace_expired");
+    }
+    Ok(())
+}
+
+/// `/healthz`, and `/mcp` (exactly) behind the optional token and the body
+/// limits, with the duplicate-header checks in front of both.
+fn router<S, F>(factory: F, options: &HttpOptions, shutdown: &CancellationToken) -> Router
 where
     S: ServerHandler + Send + 'static,
     F: Fn() -> S + Send + Sync + 'static,
@@ -73,13 +197,79 @@ where
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let app = Router::new().route("/healthz", get(|| async { "ok\n" })).nest_service("/mcp", mcp);
-    let listener = tokio::net::TcpListener::bind(options.listen).await?;
-    tracing::info!(event = "listening", address = %listener.local_addr()?, endpoint = "/mcp");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
-    Ok(())
+    let limits = BodyLimits { max_bytes: options.max_body_bytes, timeout: options.body_timeout };
+    // `route_service`, not `nest_service`: only `/mcp` itself is the endpoint.
+    let mut mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(limits, read_whole_body));
+    if let Some(auth) = options.auth.clone() {
+        // Added last, so it runs first: no body is read for a stranger.
+        mcp = mcp.route_layer(auth);
+    }
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .merge(mcp)
+        .layer(middleware::from_fn(single_host_and_origin))
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BodyLimits {
+    max_bytes: usize,
+    timeout: Duration,
+}
+
+/// Buffers the request body under the size cap and the total deadline, so
+/// that rmcp only ever sees a complete body.
+async fn read_whole_body(
+    State(limits): State<BodyLimits>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = Limited::new(body, limits.max_bytes).collect();
+    match tokio::time::timeout(limits.timeout, read).await {
+        Ok(Ok(body)) => next.run(Request::from_parts(parts, Body::from(body.to_bytes()))).await,
+        Ok(Err(e)) if e.is::<LengthLimitError>() => closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "413 Payload Too Large: request body over the limit\n",
+        ),
+        Ok(Err(_)) => {
+            closing(StatusCode::BAD_REQUEST, "400 Bad Request: unreadable request body\n")
+        }
+        Err(_) => {
+            closing(StatusCode::REQUEST_TIMEOUT, "408 Request Timeout: request body too slow\n")
+        }
+    }
+}
+
+/// 403 for more than one `Origin` (the check behind it reads only the first),
+/// 400 for more than one `Host`.
+async fn single_host_and_origin(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if headers.get_all(ORIGIN).iter().nth(1).is_some() {
+        return plain(StatusCode::FORBIDDEN, "403 Forbidden: more than one Origin header\n");
+    }
+    if headers.get_all(HOST).iter().nth(1).is_some() {
+        return plain(StatusCode::BAD_REQUEST, "400 Bad Request: more than one Host header\n");
+    }
+    next.run(request).await
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+/// A plain answer after which the connection is closed: the rest of the
+/// body was never read, so the stream cannot carry another request.
+fn closing(status: StatusCode, text: &'static str) -> Response {
+    let mut response = plain(status, text);
+    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]

@@ -9,12 +9,14 @@
 //! tunnel-client that no OAuth is involved. Logs never go to stdout, which
 //! carries the protocol under stdio.
 
+mod auth;
 mod health;
 mod http;
 mod logging;
 
+pub use auth::{BearerAuth, RequireBearer};
 pub use health::probe_health;
-pub use http::{HttpOptions, default_allowed_hosts, serve_http};
+pub use http::{HttpOptions, SHUTDOWN_GRACE, default_allowed_hosts, serve_http};
 pub use logging::init_logging;
 
 /// Serves one client on stdin/stdout until stdin closes.

@@ -12,7 +12,7 @@ use serverfs_core::config::{arg_specs, slot_specs};
 use serverfs_core::policy::split_glob_list;
 use serverfs_core::{Limits, Policy, WorkdirSpec};
 use serverfs_readonly::Concurrency;
-use serverfs_server::HttpOptions;
+use serverfs_server::{BearerAuth, HttpOptions};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).
@@ -121,7 +121,29 @@ pub(crate) struct Cli {
     /// Seconds a call waits for a free slot before it is refused with SERVER_BUSY.
     #[arg(long, env = "SERVERFS_BUSY_WAIT_SECONDS", default_value_t = Concurrency::default().busy_wait.as_secs())]
     busy_wait_seconds: u64,
+
+    /// Seconds a connection may take to send a complete request head (also
+    /// the keep-alive idle timeout).
+    #[arg(long, env = "SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10)]
+    http_header_timeout_seconds: u64,
+
+    /// Seconds a request body may take to arrive in full.
+    #[arg(long, env = "SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", default_value_t = 30)]
+    http_body_timeout_seconds: u64,
+
+    /// Most HTTP connections open at once; more wait to be accepted.
+    #[arg(long, env = "SERVERFS_MAX_CONNECTIONS", default_value_t = 256)]
+    max_connections: usize,
+
+    /// File holding the bearer token /mcp requires (one trailing newline is
+    /// ignored). The token itself is never a flag: use this or SERVERFS_TOKEN.
+    #[arg(long, env = "SERVERFS_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
 }
+
+/// Longest accepted HTTP timeout: a day. Far beyond any use, and keeps the
+/// deadline arithmetic (`now + timeout`) far from overflow.
+const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -199,6 +221,15 @@ impl Cli {
         if self.max_body_bytes == 0 {
             return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".into());
         }
+        let header_timeout =
+            seconds("SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", self.http_header_timeout_seconds)?;
+        let body_timeout =
+            seconds("SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", self.http_body_timeout_seconds)?;
+        if self.max_connections == 0 {
+            return Err("SERVERFS_MAX_CONNECTIONS must be at least 1".into());
+        }
+        check_fd_room(self.max_connections)?;
+        let auth = self.bearer_auth(env)?;
         let hosts = trimmed(&self.allowed_hosts);
         if hosts.is_empty() {
             return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".into());
@@ -222,8 +253,74 @@ impl Cli {
                 allowed_hosts: hosts,
                 extra_origins: trimmed(&self.allowed_origins),
                 max_body_bytes: self.max_body_bytes,
+                header_timeout,
+                body_timeout,
+                max_connections: self.max_connections,
+                auth,
             },
         })
+    }
+}
+
+impl Cli {
+    /// The optional token: `SERVERFS_TOKEN`, or the file named by
+    /// `--token-file` / `SERVERFS_TOKEN_FILE` (not both). Errors name the
+    /// setting, never the token or the file's path.
+    fn bearer_auth(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<BearerAuth>, String> {
+        let (setting, token) = match (env("SERVERFS_TOKEN"), &self.token_file) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err("SERVERFS_TOKEN and SERVERFS_TOKEN_FILE (--token-file) are both set; \
+                            use one"
+                    .into());
+            }
+            (Some(token), None) => ("SERVERFS_TOKEN", token),
+            (None, Some(path)) => {
+                let setting = "SERVERFS_TOKEN_FILE (--token-file)";
+                let mut text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{setting}: cannot read the token file: {}", e.kind()))?;
+                // Editors and `echo` end files with a newline; it is not part
+                // of the token.
+                if text.ends_with('\n') {
+                    text.pop();
+                    if text.ends_with('\r') {
+                        text.pop();
+                    }
+                }
+                (setting, text)
+            }
+        };
+        BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+    }
+}
+
+/// File descriptors kept free beside the connections: the listener, the
+/// workdir root handles, the handles of searches and reads in flight, logs.
+const FD_RESERVE: u64 = 128;
+
+/// The connection cap exists so that the open-file limit is never hit; a cap
+/// the limit cannot hold would defeat it, so it is refused at start-up.
+fn check_fd_room(max_connections: usize) -> Result<(), String> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let needed = u64::try_from(max_connections).unwrap_or(u64::MAX).saturating_add(FD_RESERVE);
+    match limit {
+        Some(limit) if needed > limit => Err(format!(
+            "SERVERFS_MAX_CONNECTIONS ({max_connections}) plus {FD_RESERVE} reserved descriptors \
+             exceeds the open-file limit ({limit}); lower it or raise `ulimit -n`"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A timeout setting in whole seconds, 1 ≤ n ≤ a day.
+fn seconds(setting: &str, n: u64) -> Result<Duration, String> {
+    if (1..=MAX_TIMEOUT_SECONDS).contains(&n) {
+        Ok(Duration::from_secs(n))
+    } else {
+        Err(format!("{setting} must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}"))
     }
 }
 

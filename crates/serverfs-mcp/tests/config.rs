@@ -94,12 +94,71 @@ fn bad_settings_name_the_setting() {
         ("SERVERFS_MAX_CONCURRENT_READS", "100000"),
         ("SERVERFS_MAX_CONCURRENT_LOOKUPS", "0"),
         ("SERVERFS_BUSY_WAIT_SECONDS", "0"),
+        ("SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", "0"),
+        ("SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", "soon"),
+        ("SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", "0"),
+        ("SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", "86401"),
+        ("SERVERFS_MAX_CONNECTIONS", "0"),
+        ("SERVERFS_MAX_CONNECTIONS", "-4"),
+        ("SERVERFS_TOKEN", ""),
     ] {
         let mut env = base.to_vec();
         env.push((key, value));
         let line = run_failing(dir.path(), &env, &[]);
         assert!(line.contains(key), "{key}={value}: {line}");
     }
+}
+
+#[test]
+fn token_errors_never_show_the_token_or_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    slots(dir.path());
+    enable(dir.path(), 1);
+    let alias = ("WORKDIR_01_ALIAS", "projects");
+    let file = dir.path().join("token");
+    let file_arg = file.to_string_lossy().into_owned();
+    // unreadable (missing) file; run_failing also checks no host path leaks
+    let line = run_failing(dir.path(), &[alias], &["--token-file", &file_arg]);
+    assert!(line.contains("SERVERFS_TOKEN_FILE"), "{line}");
+    let line = run_failing(dir.path(), &[alias, ("SERVERFS_TOKEN_FILE", &file_arg)], &[]);
+    assert!(line.contains("SERVERFS_TOKEN_FILE"), "{line}");
+    // empty, or only a newline
+    for text in ["", "\n"] {
+        std::fs::write(&file, text).unwrap();
+        let line = run_failing(dir.path(), &[alias], &["--token-file", &file_arg]);
+        assert!(line.contains("SERVERFS_TOKEN_FILE") && line.contains("empty"), "{line}");
+    }
+    // characters a header cannot carry safely
+    std::fs::write(&file, "secret with-space\n").unwrap();
+    let line = run_failing(dir.path(), &[alias], &["--token-file", &file_arg]);
+    assert!(line.contains("SERVERFS_TOKEN_FILE") && !line.contains("secret"), "{line}");
+    let line = run_failing(dir.path(), &[alias, ("SERVERFS_TOKEN", "secret,comma")], &[]);
+    assert!(line.contains("SERVERFS_TOKEN") && !line.contains("secret"), "{line}");
+    // both sources at once
+    std::fs::write(&file, "fine-token\n").unwrap();
+    let line = run_failing(
+        dir.path(),
+        &[alias, ("SERVERFS_TOKEN", "fine-token")],
+        &["--token-file", &file_arg],
+    );
+    assert!(line.contains("SERVERFS_TOKEN") && line.contains("both"), "{line}");
+    assert!(!line.contains("fine-token"), "{line}");
+}
+
+#[test]
+fn connection_cap_must_fit_the_open_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -n 200 && exec \"$0\" \"$@\"", BIN, "--listen", "127.0.0.1:0"])
+        .args(["--workdir", &format!("a={}", real.display()), "--max-connections", "100"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("SERVERFS_MAX_CONNECTIONS") && stderr.contains("200"), "{stderr}");
 }
 
 #[test]

@@ -216,6 +216,49 @@ async fn health_endpoint_and_unknown_paths() {
             "{path}"
         );
     }
+    // Only /mcp itself is the endpoint: nothing under it answers, whatever
+    // the method (an OAuth client probing there must see 404).
+    for path in ["/mcp/", "/mcp/.well-known/openid-configuration", "/mcp/x/y"] {
+        let r = h.client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "GET {path}");
+        let r = h
+            .client
+            .post(format!("{base}{path}"))
+            .header("Accept", ACCEPT)
+            .header("Content-Type", "application/json")
+            .body(initialize("2025-06-18").to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "POST {path}");
+    }
+}
+
+#[tokio::test]
+async fn repeated_origin_or_host_headers_are_refused() {
+    let (h, _fx) = Http::start(&[]);
+    let port = h.server.addr.rsplit(':').next().unwrap().to_owned();
+    let own = format!("http://localhost:{port}");
+    // rmcp reads only the first Origin; a second must not slip past it.
+    for (first, second) in [(own.as_str(), "https://evil.example"), (own.as_str(), own.as_str())] {
+        let r = h
+            .post(&initialize("2025-06-18"))
+            .header("Origin", first)
+            .header("Origin", second)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{first} + {second}");
+    }
+    let r = h
+        .post(&initialize("2025-06-18"))
+        .header("Host", "localhost")
+        .header("Host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    h.healthy_initialize().await;
 }
 
 #[test]

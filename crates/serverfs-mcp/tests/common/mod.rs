@@ -13,6 +13,7 @@ use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-mcp");
@@ -163,6 +164,23 @@ pub fn lifecycles() -> Vec<(&'static str, ClientLifecycleMode)> {
 pub async fn http_client(url: &str, lifecycle: ClientLifecycleMode) -> Client {
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
     serve_client_with_lifecycle(ClientConfig::default(), transport, lifecycle).await.unwrap()
+}
+
+/// A client that sends `Authorization: Bearer <token>` when `token` is set;
+/// `Err` when the server refuses it.
+pub async fn try_http_client(
+    url: &str,
+    lifecycle: ClientLifecycleMode,
+    token: Option<&str>,
+) -> Result<Client, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    serve_client_with_lifecycle(ClientConfig::default(), transport, lifecycle)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Calls a tool; returns (is_error, structured content or the error text).

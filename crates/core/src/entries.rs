@@ -18,7 +18,7 @@ use rustix::fs::{AtFlags, Stat};
 use rustix::io::Errno;
 
 use crate::deadline::Deadline;
-use crate::error::{ErrorCode, FsError};
+use crate::error::FsError;
 use crate::sandbox::{EntryKind, Location, Sandbox, errno_error};
 
 /// Largest `offset` of a listing: the heap holds `offset + limit` names, so
@@ -177,13 +177,7 @@ pub fn list_directory(
             }
             // Removed since it was read: the listing shows the directory now.
             Err(Errno::NOENT) => {}
-            Err(e) => {
-                return Err(FsError::new(
-                    ErrorCode::InternalError,
-                    format!("{loc} could not be listed."),
-                )
-                .with_detail(std::io::Error::from(e).to_string()));
-            }
+            Err(e) => return Err(errno_error(e, loc)),
         }
     }
     Ok(Listing { entries, has_more: beyond > 0, omitted })

@@ -130,7 +130,13 @@ pub fn search_text(
         };
         return Ok(run.finish(stop));
     }
-    // Directories pass; symlinks and specials get the resolver's error.
+    if start_kind == EntryKind::Special {
+        return Err(FsError::new(
+            ErrorCode::UnsupportedFileType,
+            format!("{start} is a FIFO, socket or device; only regular files can be searched."),
+        ));
+    }
+    // Directories pass; symlinks get the resolver's error.
     let root = sandbox.walk_root(start)?;
 
     let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget);

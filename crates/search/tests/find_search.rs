@@ -621,7 +621,7 @@ fn search_argument_and_start_errors() {
     assert_eq!(code("", q("a\nb")), ErrorCode::InvalidArgument);
     assert_eq!(code("", SearchQuery { limit: 0, ..q("x") }), ErrorCode::InvalidArgument);
     assert_eq!(code("link", q("hello")), ErrorCode::SymlinkNotAllowed);
-    assert_eq!(code("pipe", q("hello")), ErrorCode::NotADirectory);
+    assert_eq!(code("pipe", q("hello")), ErrorCode::UnsupportedFileType);
     assert_eq!(code("nope", q("hello")), ErrorCode::PathNotFound);
     assert_eq!(code(".env", q("hello")), ErrorCode::DeniedPath);
     assert!(fx.search_with("", &q(&"é".repeat(1000)), &budget()).is_ok());

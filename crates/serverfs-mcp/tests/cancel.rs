@@ -1,8 +1,14 @@
-//! A client that disconnects (HTTP) or cancels (`notifications/cancelled`
-//! over stdio) stops its call: the call's log line appears with
-//! `cancelled: true` long before the call could have finished, and the
-//! server's CPU is back to idle afterwards. The assertions are events, not
-//! CPU share while the call runs, so a busy machine cannot fail them.
+//! Calls that would run for hours, and what bounds them:
+//! - a client that disconnects (HTTP) or cancels (`notifications/cancelled`
+//!   over stdio) stops its call: the call's log line appears with
+//!   `cancelled: true` long before the call could have finished, and the
+//!   server's CPU is back to idle afterwards;
+//! - a flood of searches fills only the search class: one more search is
+//!   refused with `SERVER_BUSY` after the bounded wait, and a stat or read
+//!   meanwhile is answered at once.
+//!
+//! The assertions are events, not CPU share or speed, so a busy machine
+//! cannot fail them.
 
 mod common;
 
@@ -126,4 +132,56 @@ fn stdio_cancel_notification_stops_the_search() {
     assert_idle(pid);
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_flood_is_bounded_and_never_blocks_small_calls() {
+    let fx = endless_fixture();
+    let workdir = fx.workdir_arg();
+    let mut args =
+        vec!["--workdir", &workdir, "--max-concurrent-searches", "2", "--busy-wait-seconds", "1"];
+    args.extend(ARGS);
+    let server = HttpServer::start(&args);
+    let endless = json!({"workdir": "test", "path": "big", "query": "zzz-absent"});
+    // Two searches take both slots and keep them.
+    let running: Vec<_> = (0..2)
+        .map(|id| tokio::spawn(post(&server.url, id, "search_text", endless.clone()).send()))
+        .collect();
+    let client = http_client(&server.url, rmcp::service::ClientLifecycleMode::Initialize).await;
+    // Once both are admitted, a third waits its bounded time and is refused.
+    let refused = loop {
+        let (is_error, v) = call(&client, "search_text", endless.clone()).await;
+        assert!(is_error, "an endless search answered: {v}");
+        let text = v.as_str().unwrap().to_owned();
+        if text.starts_with("SERVER_BUSY: ") {
+            break text;
+        }
+    };
+    assert!(refused.contains("retry"), "{refused}");
+    // Small calls are not behind the flood.
+    let (is_error, v) =
+        call(&client, "stat_file", json!({"workdir": "test", "path": "README.md"})).await;
+    assert!(!is_error, "{v}");
+    let (is_error, v) =
+        call(&client, "read_text_file", json!({"workdir": "test", "path": "README.md"})).await;
+    assert!(!is_error, "{v}");
+    let health = reqwest::get(format!("http://{}/healthz", server.addr)).await.unwrap();
+    assert!(health.status().is_success());
+    // The refusal was logged as such, and the flood ends with its clients.
+    server.log.wait_for(EVENT_BOUND, |v| {
+        v["event"] == "tool_call" && v["tool"] == "search_text" && v["error_code"] == "SERVER_BUSY"
+    });
+    for task in running {
+        task.abort();
+    }
+    client.cancel().await.unwrap();
+    let log = server.log.clone();
+    tokio::task::spawn_blocking(move || {
+        log.wait_for(EVENT_BOUND, |v| {
+            is_cancelled_call("search_text")(v) && v["error_code"].is_null()
+        })
+    })
+    .await
+    .unwrap();
+    assert_idle(server.pid());
 }

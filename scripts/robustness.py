@@ -90,7 +90,7 @@ CHUNKED_MAX_S = 20.0
 SEARCH_FLOOD = 500
 SEARCH_FILE_MIB = 32
 SEARCH_LINKS = 8  # 8 x 32 MiB = 256 MiB of text
-SEARCH_TIMEOUT_S = 4
+SEARCH_TIMEOUT_S = 10  # longer than the probe threshold, so a queued probe shows
 BIG_FILE_MIB = 2048
 BIG_FILE_LINE = b"a\n"  # short lines: skipping them is CPU-bound, so one call lasts seconds
 DISCONNECT_AFTER_S = 1.0
@@ -136,7 +136,8 @@ class Report:
 
     def table(self) -> str:
         head = ("scenario", "metric", "value", "threshold", "ok?")
-        body = [(r.scenario, r.metric, r.value, r.threshold, {True: "ok", False: "FAIL", None: "-"}[r.ok]) for r in self.rows]
+        rows = sorted(self.rows, key=lambda r: r.scenario)  # stable: keeps each scenario's order
+        body = [(r.scenario, r.metric, r.value, r.threshold, {True: "ok", False: "FAIL", None: "-"}[r.ok]) for r in rows]
         widths = [max(len(x[i]) for x in [head, *body]) for i in range(5)]
         line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
         out = [line(head), line(tuple("-" * w for w in widths))]
@@ -641,26 +642,34 @@ async def endless_chunked(port: int) -> str:
     t0 = time.monotonic()
     chunk = b"x" * 65536
     frame = b"10000\r\n" + chunk + b"\r\n"
-    writer.write(mcp_head(port, None, chunked=True) + b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"')
+    prefix = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
+    writer.write(mcp_head(port, None, chunked=True) + f"{len(prefix):x}\r\n".encode() + prefix + b"\r\n")
     answer: asyncio.Task[tuple[int, dict[str, str], bytes]] = asyncio.create_task(read_response(reader))
     sent = 0
     stalled = False
+    broke = ""
     try:
         while sent < CHUNKED_MAX_BYTES and time.monotonic() - t0 < CHUNKED_MAX_S and not answer.done():
-            writer.write(frame)
             try:
+                writer.write(frame)
                 await asyncio.wait_for(writer.drain(), 2)
             except asyncio.TimeoutError:
                 stalled = True
                 break
+            except OSError as e:
+                broke = type(e).__name__
+                break
             sent += len(chunk)
         try:
             status, _, _ = await asyncio.wait_for(asyncio.shield(answer), 3)
-            return f"HTTP {status} after {sent / 2**20:.1f} MiB, {time.monotonic() - t0:.1f} s"
+            how = f", then {broke}" if broke else ""
+            return f"HTTP {status}{how}; {sent / 2**20:.1f} MiB written in {time.monotonic() - t0:.1f} s"
         except asyncio.TimeoutError:
             pass
         except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
-            return f"closed ({type(e).__name__}) after {sent / 2**20:.1f} MiB, {time.monotonic() - t0:.1f} s"
+            return f"closed ({broke or type(e).__name__}), no answer; {sent / 2**20:.1f} MiB written"
+        if broke:
+            return f"closed ({broke}), no answer; {sent / 2**20:.1f} MiB written"
         if stalled:
             return f"server stopped reading after {sent / 2**20:.1f} MiB, no answer"
         return f"no answer after {sent / 2**20:.0f} MiB / {time.monotonic() - t0:.0f} s (script's bound)"
@@ -839,7 +848,7 @@ async def scenario_5(rep: Report, tmp: Path) -> None:
         try:
             await srv.start()
         except StartupError as e:
-            msg = e.tail.rsplit("config error: ", 1)[-1][:90]
+            msg = e.tail.rsplit("config error: ", 1)[-1].split(";")[0][:90]
             split = " [glob split at the comma]" if "," in value and f"'{value.split(',')[0]}'" in e.tail else ""
             rep.add("5", metric, f"refused (exit {e.rc}){split}: {msg}", "refused|denied", e.rc == 2)
             continue

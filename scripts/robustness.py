@@ -12,7 +12,8 @@ Each scenario starts a fresh server (`--listen 127.0.0.1:0`, the port is read fr
 `{"event":"listening",...}` stderr line), builds its fixture in a temp dir (removed after),
 samples /proc/PID/status (VmRSS, VmHWM, Threads) every 50 ms and /proc/PID/stat for CPU:
 
-  1a  100 concurrent list_directory(offset=10**12, limit=1) on a 200,000-entry directory
+  1a  100 concurrent list_directory(offset=10000, limit=500) -- the heaviest page accepted;
+      offset=10**12 was the attack before offsets were capped -- on a 200,000-entry directory
   1b  60 concurrent find_files(pattern="nomatch") on that directory
       -> peak RSS, peak threads, a stat_file probe and GET /healthz from other connections
          during the flood, RSS 10 s after and once settled (up to 20 s)
@@ -65,7 +66,11 @@ THRESHOLDS = {
     "settled_rss_mb": 150,  # RSS once the flood is over, after up to SETTLE_MAX_S
     "peak_threads": 128,  # highest sampled Threads during a flood
     "probe_s": 5.0,  # stat_file from another connection during a flood (SERVER_BUSY counts)
-    "healthz_s": 5.0,  # GET /healthz during a flood / with many idle connections
+    "healthz_s": 5.0,  # GET /healthz during a flood of calls or stalled bodies
+    # A new connection while more idle ones than the connection cap are open:
+    # it waits in the listen backlog until idle ones hit the header timeout
+    # (IDLE_HEADER_TIMEOUT_S each round), so "served, eventually" is the bound.
+    "idle_flood_served_s": 60.0,
     "close_s": 90.0,  # idle / stalled / half-sent connections closed by the server
     "cpu_idle_ticks_per_s": 15,  # server CPU after the client of a long read disconnected
 }
@@ -85,6 +90,8 @@ LIST_FLOOD = 100
 FIND_FLOOD = 60
 IDLE_CONNS = 300
 IDLE_NOFILE = 256
+IDLE_MAX_CONNECTIONS = 100  # must fit under IDLE_NOFILE with 128 to spare (checked at start-up)
+IDLE_HEADER_TIMEOUT_S = 5
 STALL_CONNS = 200
 BODY_CAP = 1_048_576
 STALL_CONTENT_LENGTH = BODY_CAP - 576  # just under the cap
@@ -597,7 +604,9 @@ async def scenario_1(rep: Report, tmp: Path) -> None:
     probe = {"workdir": "other", "path": "x.txt"}
 
     for sc, calls in (
-        ("1a", [("list_directory", {"workdir": "many", "path": ".", "offset": 10**12, "limit": 1})] * LIST_FLOOD),
+        # The heaviest page the server accepts (offset 10**12, the old attack,
+        # is now INVALID_ARGUMENT at once; deeper pages go by cursor).
+        ("1a", [("list_directory", {"workdir": "many", "path": ".", "offset": 10_000, "limit": 500})] * LIST_FLOOD),
         ("1b", [("find_files", {"workdir": "many", "path": ".", "pattern": "nomatch"})] * FIND_FLOOD),
     ):
         log(f"scenario {sc}: {len(calls)} x {calls[0][0]} on {MANY_ENTRIES} entries")
@@ -692,7 +701,9 @@ async def scenario_2(rep: Report, tmp: Path) -> None:
     args = ["--workdir", f"w={wd}"]
     probe = {"workdir": "w", "path": "x.txt"}
     close_lim = THRESHOLDS["close_s"]
-    a = Server(OPTS.bin, args, nofile=IDLE_NOFILE)
+    a = Server(OPTS.bin, args + ["--max-connections", str(IDLE_MAX_CONNECTIONS),
+                                 "--http-header-timeout-seconds", str(IDLE_HEADER_TIMEOUT_S)],
+               nofile=IDLE_NOFILE)
     b = Server(OPTS.bin, args)
     await a.start()
     await b.start()
@@ -703,12 +714,10 @@ async def scenario_2(rep: Report, tmp: Path) -> None:
         idle = await open_idle(a.port, IDLE_CONNS)
         await asyncio.sleep(1.0)
         rep.add("2a", "idle connections opened", f"{len(idle)}/{IDLE_CONNS}; server fds {fd_count(a.pid)}")
-        wait = 2 * max(THRESHOLDS["healthz_s"], THRESHOLDS["probe_s"])
-        h, c = await asyncio.gather(healthz(a.port, wait), call_tool(a.port, "stat_file", probe, wait))
-        lim = THRESHOLDS["healthz_s"]
+        lim = THRESHOLDS["idle_flood_served_s"]
+        h, c = await asyncio.gather(healthz(a.port, lim + 10), call_tool(a.port, "stat_file", probe, lim + 10))
         rep.add("2a", "/healthz on a new connection", f"{secs(h.seconds)} {h.outcome}", f"<= {lim:g} s",
                 h.outcome == "ok" and h.seconds <= lim)
-        lim = THRESHOLDS["probe_s"]
         rep.add("2a", "stat_file on a new connection", f"{secs(c.seconds)} {c.outcome}", f"<= {lim:g} s",
                 c.outcome in ("ok", "SERVER_BUSY") and c.seconds <= lim)
 
@@ -748,7 +757,8 @@ async def scenario_2(rep: Report, tmp: Path) -> None:
         text, ok = close_summary(list(idle_t))
         rep.add("2a", "idle connections closed by server", text, f"all within {close_lim:g} s", ok)
         h = await healthz(a.port, THRESHOLDS["healthz_s"])
-        rep.add("2a", "/healthz after the close window", f"{secs(h.seconds)} {h.outcome}")
+        rep.add("2a", "/healthz after the close window", f"{secs(h.seconds)} {h.outcome}",
+                f"<= {THRESHOLDS['healthz_s']:g} s", h.outcome == "ok" and h.seconds <= THRESHOLDS["healthz_s"])
         text, ok = close_summary(list(stall_t))
         rep.add("2b", "stalled bodies closed by server", text, f"all within {close_lim:g} s", ok)
         text, ok = close_summary([half_t])

@@ -131,6 +131,13 @@ pub fn slot_specs(
     workdirs_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<WorkdirSpec>, String> {
+    if std::fs::symlink_metadata(workdirs_dir).is_err() {
+        // Nothing Docker-like here: the operator most likely ran the binary
+        // by hand and meant --workdir.
+        return Err(
+            "no workdir is configured: pass --workdir ALIAS=PATH (for example --workdir docs=/usr/share/doc), or mount the Docker slots 01…16 under SERVERFS_WORKDIRS_DIR".into(),
+        );
+    }
     let mut specs: Vec<(String, WorkdirSpec)> = Vec::new();
     for n in 1..=SLOT_COUNT {
         let slot = format!("{n:02}");
@@ -210,7 +217,9 @@ pub fn arg_specs(workdirs: &[String], descriptions: &[String]) -> Result<Vec<Wor
             alias: alias.to_owned(),
             description: None,
             host_path: path.into(),
-            origin: format!("workdir '{alias}'"),
+            // The operator typed this path, so errors may name it (slots
+            // never do: their host path is not the operator's input).
+            origin: format!("workdir '{alias}' ({path})"),
         });
     }
     for arg in descriptions {

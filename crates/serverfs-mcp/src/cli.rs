@@ -163,6 +163,28 @@ pub(crate) struct Config {
     pub(crate) http: HttpOptions,
 }
 
+impl Config {
+    /// Settings that are valid but almost certainly not what was meant.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let loopback_name = |h: &str| {
+            let host = h.rsplit_once(':').filter(|_| !h.contains("::")).map_or(h, |(n, _)| n);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.eq_ignore_ascii_case("localhost")
+                || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        };
+        let mut warnings = Vec::new();
+        if !self.http.listen.ip().is_loopback()
+            && self.http.allowed_hosts.iter().all(|h| loopback_name(h))
+        {
+            warnings.push(format!(
+                "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host header is not allowed'; add the host name or address clients use",
+                self.http.listen
+            ));
+        }
+        warnings
+    }
+}
+
 impl Cli {
     /// Parses flags and environment; a bad value is one line and exit 2.
     pub(crate) fn parse_or_exit() -> Self {

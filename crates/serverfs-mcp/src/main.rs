@@ -49,6 +49,11 @@ fn serve(cli: &Cli) -> ExitCode {
         Ok(config) => config,
         Err(e) => return config_error(&e),
     };
+    if !cli.stdio {
+        for warning in config.warnings() {
+            tracing::warn!(event = "config_warning", message = %warning);
+        }
+    }
     let sandbox = match Sandbox::open(config.workdirs, config.policy) {
         Ok(sandbox) => sandbox,
         Err(e) => return config_error(&e),

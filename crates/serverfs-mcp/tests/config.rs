@@ -25,8 +25,18 @@ fn enable(dir: &Path, n: u32) {
     std::fs::remove_file(dir.join(format!("{n:02}")).join(SENTINEL)).unwrap();
 }
 
-/// Runs the binary to completion (it must fail fast) with `env`.
+/// Runs the binary to completion (it must fail fast) with `env`; the one
+/// line it printed, which must not name `dir` (slot errors never show host
+/// paths).
 fn run_failing(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
+    let line = run_failing_anywhere(dir, env, args);
+    assert!(!line.contains(&*dir.to_string_lossy()), "host path in: {line}");
+    line
+}
+
+/// [`run_failing`] for settings whose errors may name what the operator
+/// typed (a `--workdir` path).
+fn run_failing_anywhere(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
     let out = Command::new(BIN)
         .args(args)
         .env("SERVERFS_WORKDIRS_DIR", dir)
@@ -39,7 +49,6 @@ fn run_failing(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(2), "expected exit 2, got {:?}: {stderr}", out.status);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one line: {stderr}");
-    assert!(!stderr.contains(&*dir.to_string_lossy()), "host path in: {stderr}");
     lines[0].to_owned()
 }
 
@@ -169,10 +178,24 @@ fn workdir_flag_errors() {
     let arg = format!("a={}", real.display());
     assert!(run_failing(dir.path(), &[], &["--workdir", &arg, "--workdir", &arg]).contains("'a'"));
     assert!(run_failing(dir.path(), &[], &["--workdir", "bad alias=/tmp"]).contains("invalid"));
-    let missing = format!("m={}", dir.path().join("missing").display());
-    assert!(run_failing(dir.path(), &[], &["--workdir", &missing]).contains("workdir 'm'"));
+    let missing_path = dir.path().join("missing");
+    let missing = format!("m={}", missing_path.display());
+    let line = run_failing_anywhere(dir.path(), &[], &["--workdir", &missing]);
+    assert!(line.contains("workdir 'm'"), "{line}");
+    assert!(line.contains(&*missing_path.to_string_lossy()), "the typed path: {line}");
     std::fs::write(real.join(SENTINEL), "").unwrap();
-    assert!(run_failing(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+    assert!(run_failing_anywhere(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+}
+
+/// Run with nothing (no --workdir, no slot directory): the one line says
+/// what to pass.
+#[test]
+fn no_arguments_says_to_pass_workdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let absent = dir.path().join("no-slots-here");
+    let line = run_failing(&absent, &[], &[]);
+    assert!(line.contains("--workdir ALIAS=PATH"), "{line}");
+    assert!(!line.contains("slot 01"), "{line}");
 }
 
 #[tokio::test]
@@ -227,4 +250,26 @@ async fn configured_deny_globs_deny_what_they_name() {
         assert!(!err, "{path}: {v}");
     }
     client.cancel().await.unwrap();
+}
+
+/// Listening beyond loopback while answering only loopback Host names
+/// would refuse every remote client: start-up says so (and still starts).
+#[test]
+fn remote_listen_with_loopback_hosts_warns() {
+    let fx = Fixture::new();
+    let mut child = Command::new(BIN)
+        .args(["--workdir", &fx.workdir_arg(), "--listen", "0.0.0.0:0"])
+        .args(["--allowed-hosts", "localhost,127.0.0.1,[::1]"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let log = Log::collect(lines);
+    let warning =
+        log.wait_for(std::time::Duration::from_secs(20), |v| v["event"] == "config_warning");
+    assert!(warning["message"].as_str().unwrap().contains("SERVERFS_ALLOWED_HOSTS"), "{warning}");
+    log.wait_for(std::time::Duration::from_secs(20), |v| v["event"] == "listening");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -5,10 +5,14 @@
 //! Guarantees:
 //! - At most `searches` find/search calls, `reads` file reads and `lookups`
 //!   metadata calls run at once, each class on its own semaphore, so a
-//!   flood of one class never makes another wait. A call that cannot start
-//!   within `busy_wait` is `SERVER_BUSY`; nothing piles up without bound,
-//!   and the blocking pool never needs more threads than the three limits
-//!   add up to ([`Concurrency::blocking_threads`]).
+//!   flood of one class never makes another wait. Behind the running calls
+//!   at most [`QUEUE_FACTOR`] × the limit wait, each for at most
+//!   `busy_wait`; a call that finds the queue full, or no slot in time, is
+//!   `SERVER_BUSY` at once. So nothing piles up: the calls a flood can keep
+//!   open (and the HTTP connections they hold) are bounded by the limits,
+//!   far below the connection cap, and `/healthz` keeps its connections.
+//!   The blocking pool never needs more threads than the three limits add
+//!   up to ([`Concurrency::blocking_threads`]).
 //! - A call's permit is held by the blocking work itself, so an abandoned
 //!   call keeps its slot until its work has really stopped.
 //! - Every call gets a [`Deadline`] (the configured call timeout) whose
@@ -20,7 +24,7 @@
 //!   gave up; never file contents.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serverfs_core::{Deadline, ErrorCode, FsError};
@@ -68,6 +72,9 @@ impl Concurrency {
     }
 }
 
+/// How many calls of a class may wait for a slot, per running slot.
+pub(crate) const QUEUE_FACTOR: usize = 2;
+
 /// Result types report how many content bytes they return, for the log.
 pub(crate) trait Reported {
     fn bytes_returned(&self) -> u64 {
@@ -80,19 +87,48 @@ pub(crate) trait Reported {
 #[derive(Debug)]
 pub(crate) struct Runner {
     fs: Arc<ReadOnlyFs>,
-    searches: Arc<Semaphore>,
-    reads: Arc<Semaphore>,
-    lookups: Arc<Semaphore>,
+    searches: Admission,
+    reads: Admission,
+    lookups: Admission,
     busy_wait: Duration,
+}
+
+/// One class's running slots and its bounded queue.
+#[derive(Debug)]
+struct Admission {
+    slots: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+    what: &'static str,
+}
+
+impl Admission {
+    fn new(limit: usize, what: &'static str) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(limit)),
+            waiting: AtomicUsize::new(0),
+            max_waiting: limit * QUEUE_FACTOR,
+            what,
+        }
+    }
+}
+
+/// Leaves the queue when the wait ends, however it ends.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Runner {
     pub(crate) fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
         Self {
             fs,
-            searches: Arc::new(Semaphore::new(concurrency.searches)),
-            reads: Arc::new(Semaphore::new(concurrency.reads)),
-            lookups: Arc::new(Semaphore::new(concurrency.lookups)),
+            searches: Admission::new(concurrency.searches, "searches"),
+            reads: Admission::new(concurrency.reads, "file reads"),
+            lookups: Admission::new(concurrency.lookups, "listing and stat calls"),
             busy_wait: concurrency.busy_wait,
         }
     }
@@ -144,36 +180,46 @@ impl Runner {
         })
     }
 
-    /// A slot of `class`, waiting at most `busy_wait`.
+    /// A slot of `class`: at once if one is free, else after waiting at
+    /// most `busy_wait` in a queue of bounded length.
     async fn admit(
         &self,
         class: CallClass,
         ct: &CancellationToken,
     ) -> Result<OwnedSemaphorePermit, FsError> {
-        let (semaphore, what) = match class {
-            CallClass::Search => (&self.searches, "searches"),
-            CallClass::Read => (&self.reads, "file reads"),
-            CallClass::Lookup => (&self.lookups, "listing and stat calls"),
+        let admission = match class {
+            CallClass::Search => &self.searches,
+            CallClass::Read => &self.reads,
+            CallClass::Lookup => &self.lookups,
         };
-        let busy = || {
+        if let Ok(permit) = Arc::clone(&admission.slots).try_acquire_owned() {
+            return Ok(permit);
+        }
+        let busy = |why: &str| {
             FsError::new(
                 ErrorCode::ServerBusy,
                 format!(
-                    "the server is running its maximum number of concurrent {what} and none finished within {} s; retry shortly.",
-                    self.busy_wait.as_secs()
+                    "the server is running its maximum number of concurrent {} and {why}; retry shortly.",
+                    admission.what
                 ),
             )
         };
+        if admission.waiting.fetch_add(1, Ordering::Relaxed) >= admission.max_waiting {
+            admission.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(busy("its queue is full"));
+        }
+        let _waiting = Waiting(&admission.waiting);
+        let waited = format!("none finished within {} s", self.busy_wait.as_secs());
         tokio::select! {
-            acquired = tokio::time::timeout(self.busy_wait, Arc::clone(semaphore).acquire_owned()) => {
+            acquired = tokio::time::timeout(self.busy_wait, Arc::clone(&admission.slots).acquire_owned()) => {
                 match acquired {
                     Ok(Ok(permit)) => Ok(permit),
                     // Timed out, or the semaphore was closed (never done).
-                    _ => Err(busy()),
+                    _ => Err(busy(&waited)),
                 }
             }
             // Nobody waits for the answer any more.
-            () = ct.cancelled() => Err(busy()),
+            () = ct.cancelled() => Err(busy(&waited)),
         }
     }
 }

@@ -158,6 +158,16 @@ async fn a_search_flood_is_bounded_and_never_blocks_small_calls() {
         }
     };
     assert!(refused.contains("retry"), "{refused}");
+    // Behind the 2 running, at most 4 may wait: of 8 at once, some are
+    // refused without waiting.
+    let burst = (0..8).map(|_| call(&client, "search_text", endless.clone()));
+    let answers = futures::future::join_all(burst).await;
+    let queue_full = answers
+        .iter()
+        .filter(|(is_error, v)| *is_error && v.as_str().unwrap().contains("queue is full"))
+        .count();
+    assert!(answers.iter().all(|(is_error, _)| *is_error), "an endless search answered");
+    assert!(queue_full >= 1, "no call was refused for a full queue: {answers:?}");
     // Small calls are not behind the flood.
     let (is_error, v) =
         call(&client, "stat_file", json!({"workdir": "test", "path": "README.md"})).await;

@@ -187,8 +187,8 @@ jqcheck "compose: serverfs-mcp only on serverfs_internal, which is internal" \
 jqcheck "compose: openai-tunnel on serverfs_internal and tunnel_egress" "($T.networks|keys) == [\"serverfs_internal\",\"tunnel_egress\"]"
 jqcheck "compose: serverfs-mcp env has no host path and no tunnel secret" \
   "[$S.environment | keys[] | select(test(\"_PATH\$|^CONTROL_PLANE|^MCP_|API_KEY|TUNNEL\"))] == []"
-jqcheck "compose: serverfs-mcp env has only SERVERFS_*, WORKDIR_NN_ALIAS/DESCRIPTION and TZ" \
-  "[$S.environment | keys[] | select(test(\"^(SERVERFS_[A-Z_]+|WORKDIR_[0-9][0-9]_(ALIAS|DESCRIPTION)|TZ)\$\") | not)] == []"
+jqcheck "compose: serverfs-mcp env has only SERVERFS_* and WORKDIR_NN_ALIAS/DESCRIPTION" \
+  "[$S.environment | keys[] | select(test(\"^(SERVERFS_[A-Z_]+|WORKDIR_[0-9][0-9]_(ALIAS|DESCRIPTION))\$\") | not)] == []"
 jqcheck "compose: tunnel secrets in openai-tunnel, MCP_SERVER_URL internal" \
   "$T.environment.CONTROL_PLANE_API_KEY == \"sk-smoke-NOT-A-REAL-KEY\" and $T.environment.MCP_SERVER_URL == \"http://serverfs-mcp:8000/mcp\""
 jqcheck "compose: tunnel image pinned (not latest), non-root user, hardened" \

@@ -74,6 +74,11 @@ impl ReadOnlyFs {
         })
     }
 
+    /// The limits calls are held to.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// How long one call may run (find, search and reads alike).
     pub(crate) fn call_timeout(&self) -> std::time::Duration {
         self.limits.search_timeout
@@ -207,6 +212,6 @@ pub(crate) fn bounded(
     if (1..=max).contains(&v) {
         Ok(v)
     } else {
-        Err(FsError::invalid(format!("{name} must be between 1 and {max}; got {v}.")))
+        Err(FsError::invalid(format!("{name}: expected an integer from 1 to {max}; got {v}.")))
     }
 }

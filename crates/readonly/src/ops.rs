@@ -189,10 +189,20 @@ impl ReadOnlyFs {
         let (file, stat) = self.sandbox.open_file(&loc)?;
         let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
         let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes, deadline)?;
-        let mime = loc.path().file_name().map_or_else(|| "text/plain".to_owned(), guess_mime);
+        // The content was just decoded as UTF-8 text: a name that says
+        // nothing more specific makes it plain text, not octet-stream.
+        let mime = loc
+            .path()
+            .file_name()
+            .map(guess_mime)
+            .filter(|m| m != entries::UNKNOWN_MIME)
+            .unwrap_or_else(|| TEXT_MIME.to_owned());
         Ok(ResourceText { content, mime })
     }
 }
+
+/// The type of a resource's text when its name gives none.
+const TEXT_MIME: &str = "text/plain; charset=utf-8";
 
 /// A resource's text and MIME type.
 #[derive(Debug)]

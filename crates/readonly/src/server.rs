@@ -4,7 +4,10 @@
 //! Guarantees: every tool is annotated read-only, closed-world and
 //! idempotent; every failure the client sees is `CODE: message` (a tool
 //! result with `isError`, or a JSON-RPC error for resources) with no host
-//! path and no OS error text; each call is logged as one flat JSON line.
+//! path and no OS error text — malformed arguments included (see
+//! [`crate::args`]); each call is logged as one flat JSON line. `tools/list`
+//! publishes the configured limits, and calls are held to exactly what it
+//! publishes.
 
 use std::sync::Arc;
 
@@ -49,9 +52,7 @@ impl std::fmt::Debug for ReadOnlyServer {
     }
 }
 
-/// What every tool returns: structured output, or `CODE: message`. (Spelled
-/// out in each signature: rmcp derives `outputSchema` from the literal
-/// `Result<Json<T>, _>` form, not through an alias.)
+/// What every tool returns: structured output, or `CODE: message`.
 type ToolResult<T> = Result<Json<T>, String>;
 
 impl Reported for ListWorkdirsResult {}

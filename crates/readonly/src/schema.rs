@@ -385,6 +385,7 @@ pub struct SearchTextArgs {
     #[serde(default)]
     pub path: String,
     /// Literal text to find (not a regular expression), 1 to 1000 characters.
+    #[schemars(length(min = 1, max = serverfs_search::MAX_QUERY_CHARS))]
     pub query: String,
     /// Optional glob on file names, as in find_files.
     #[serde(default)]

@@ -66,6 +66,7 @@ fn malformed() -> Vec<(&'static str, Value, &'static str)> {
         ("list_directory", json!({"workdir": "test", "limit": 501}), "limit"),
         ("list_directory", json!({"workdir": "test", "offset": 10_001}), "offset"),
         ("search_text", json!({"workdir": "test", "query": "x", "limit": 0}), "limit"),
+        ("search_text", json!({"workdir": "test", "query": ""}), "query"),
         (
             "read_text_file",
             json!({"workdir": "test", "path": "README.md", "max_lines": 501}),

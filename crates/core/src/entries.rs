@@ -191,6 +191,9 @@ pub fn format_timestamp(unix_seconds: i64) -> Option<String> {
     (0..=9999).contains(&t.year()).then(|| t.format(FORMAT).ok()).flatten()
 }
 
+/// What [`guess_mime`] answers when the name says nothing.
+pub const UNKNOWN_MIME: &str = "application/octet-stream";
+
 /// Best-guess MIME type from a file name (SPEC §2.6 overrides first).
 pub fn guess_mime(name: &str) -> String {
     let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
@@ -198,9 +201,7 @@ pub fn guess_mime(name: &str) -> String {
         Some("yml" | "yaml") => "application/yaml".to_owned(),
         Some("md" | "markdown") => "text/markdown".to_owned(),
         Some("py") => "text/x-python".to_owned(),
-        _ => {
-            mime_guess::from_path(name).first_raw().unwrap_or("application/octet-stream").to_owned()
-        }
+        _ => mime_guess::from_path(name).first_raw().unwrap_or(UNKNOWN_MIME).to_owned(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! here can write, rename or delete a file or run a process: the crates
 //! that could are not in its dependency graph.
 
+mod args;
 mod ops;
 mod runner;
 pub mod schema;

@@ -74,6 +74,11 @@ impl ReadOnlyFs {
         })
     }
 
+    /// The limits calls are held to.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// How long one call may run (find, search and reads alike).
     pub(crate) fn call_timeout(&self) -> std::time::Duration {
         self.limits.search_timeout
@@ -184,10 +189,20 @@ impl ReadOnlyFs {
         let (file, stat) = self.sandbox.open_file(&loc)?;
         let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
         let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes, deadline)?;
-        let mime = loc.path().file_name().map_or_else(|| "text/plain".to_owned(), guess_mime);
+        // The content was just decoded as UTF-8 text: a name that says
+        // nothing more specific makes it plain text, not octet-stream.
+        let mime = loc
+            .path()
+            .file_name()
+            .map(guess_mime)
+            .filter(|m| m != entries::UNKNOWN_MIME)
+            .unwrap_or_else(|| TEXT_MIME.to_owned());
         Ok(ResourceText { content, mime })
     }
 }
+
+/// The type of a resource's text when its name gives none.
+const TEXT_MIME: &str = "text/plain; charset=utf-8";
 
 /// A resource's text and MIME type.
 #[derive(Debug)]
@@ -207,6 +222,6 @@ pub(crate) fn bounded(
     if (1..=max).contains(&v) {
         Ok(v)
     } else {
-        Err(FsError::invalid(format!("{name} must be between 1 and {max}; got {v}.")))
+        Err(FsError::invalid(format!("{name}: expected an integer from 1 to {max}; got {v}.")))
     }
 }

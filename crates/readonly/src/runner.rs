@@ -224,6 +224,11 @@ impl Runner {
     }
 }
 
+/// The result type of a call that never ran.
+enum Refused {}
+
+impl Reported for Refused {}
+
 /// Raises the cancel flag when the call's future is dropped (an HTTP
 /// client that went away), so the blocking work stops at its next check.
 struct RaiseOnDrop(Arc<AtomicBool>);
@@ -245,6 +250,11 @@ pub(crate) struct CallLog {
 }
 
 impl CallLog {
+    /// Logs a call refused before it could run (for its arguments).
+    pub(crate) fn refused(self, error: FsError) {
+        self.write::<Refused>(&Err(error), Instant::now(), false);
+    }
+
     fn write<T: Reported>(&self, outcome: &Result<T, FsError>, started: Instant, cancelled: bool) {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let path = self.path.as_deref().map(|p| p.chars().take(512).collect::<String>());

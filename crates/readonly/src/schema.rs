@@ -1,8 +1,146 @@
 //! Tool inputs and outputs. The JSON Schemas clients see are derived from
-//! these types (never written by hand); unknown arguments are rejected.
+//! these types (never written by hand) by [`input_schema`] and
+//! [`output_schema`]; unknown arguments are rejected.
+//!
+//! Guarantees of every published schema (so that strict JSON Schema 2020-12
+//! validators and schema converters of all clients accept it):
+//! - no integer carries a `format` (`uint64` and friends are not standard
+//!   formats); every integer carries `minimum` and `maximum`: the argument's
+//!   real limits, or the range of its Rust type;
+//! - a property that may be absent is never also `null`: optional inputs are
+//!   plain optional properties, and outputs skip such a field rather than
+//!   write `null`. Only fields that are always present may be `null`.
+//!
+//! The maxima of `limit` and `max_lines` written here are the defaults'
+//! ceilings; the server publishes its configured maxima instead (see
+//! `ReadOnlyServer::new`).
 
-use schemars::JsonSchema;
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use schemars::generate::SchemaSettings;
+use schemars::transform::{Transform, transform_subschemas};
+use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The `inputSchema` of a tool whose arguments are `T` (what `T`
+/// deserialises from).
+pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let mut schema = tool_schema::<T>(SchemaSettings::draft2020_12());
+    // A tool without arguments still lists its (empty) properties: some
+    // clients' converters require the key.
+    Arc::make_mut(&mut schema)
+        .entry("properties")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    schema
+}
+
+/// The `outputSchema` of a tool whose structured result is `T` (what `T`
+/// serialises to).
+pub fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    tool_schema::<T>(SchemaSettings::draft2020_12().for_serialize())
+}
+
+fn tool_schema<T: JsonSchema>(settings: SchemaSettings) -> Arc<JsonObject> {
+    let schema = settings.with_transform(Portable).into_generator().into_root_schema_for::<T>();
+    let Value::Object(mut object) = schema.to_value() else {
+        unreachable!("a derived schema of a struct is an object")
+    };
+    // The type's own name and doc comment say nothing to a model; the tool's
+    // description does (as rmcp's own schema helpers do).
+    object.remove("title");
+    object.remove("description");
+    Arc::new(object)
+}
+
+/// The transform behind the module's guarantees, applied to every subschema.
+#[derive(Clone, Copy)]
+struct Portable;
+
+impl Transform for Portable {
+    fn transform(&mut self, schema: &mut Schema) {
+        if let Some(object) = schema.as_object_mut() {
+            integer_bounds(object);
+            optional_not_null(object);
+        }
+        transform_subschemas(self, schema);
+    }
+}
+
+/// An integer loses its `format` and gains the bounds of the Rust type the
+/// format names where no attribute set tighter ones.
+fn integer_bounds(object: &mut serde_json::Map<String, Value>) {
+    let integer = match object.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        // `Option<u64>`, always present: `["integer", "null"]`.
+        Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    if !integer {
+        return;
+    }
+    let (min, max): (Value, Value) = match object.remove("format").as_ref().and_then(Value::as_str)
+    {
+        Some("uint8") => (0.into(), u8::MAX.into()),
+        Some("uint16") => (0.into(), u16::MAX.into()),
+        Some("uint32") => (0.into(), u32::MAX.into()),
+        Some("uint64" | "uint") => (0.into(), u64::MAX.into()),
+        Some("int8") => (i8::MIN.into(), i8::MAX.into()),
+        Some("int16") => (i16::MIN.into(), i16::MAX.into()),
+        Some("int32") => (i32::MIN.into(), i32::MAX.into()),
+        Some("int64" | "int") => (i64::MIN.into(), i64::MAX.into()),
+        // No other integer type is used here; the schema test requires
+        // both bounds on every integer.
+        _ => return,
+    };
+    object.entry("minimum").or_insert(min);
+    object.entry("maximum").or_insert(max);
+}
+
+/// Properties left out of `required` lose their `null` alternative (and a
+/// `default: null`).
+fn optional_not_null(object: &mut serde_json::Map<String, Value>) {
+    let required: Vec<String> = object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        if required.contains(name) {
+            continue;
+        }
+        let Some(property) = property.as_object_mut() else { continue };
+        if property.get("default") == Some(&Value::Null) {
+            property.remove("default");
+        }
+        match property.get_mut("type") {
+            Some(Value::Array(types)) => {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    property.insert("type".into(), only);
+                }
+            }
+            _ => {
+                // `Option<Enum>`: `anyOf: [{$ref}, {type: null}]`.
+                if let Some(Value::Array(any_of)) = property.get_mut("anyOf") {
+                    any_of.retain(|s| s.get("type").and_then(Value::as_str) != Some("null"));
+                    if let [only] = any_of.as_slice() {
+                        let only = only.clone();
+                        property.remove("anyOf");
+                        if let Value::Object(only) = only {
+                            property.extend(only);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// list_workdirs takes no arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -37,6 +175,7 @@ pub struct ListDirectoryArgs {
     /// Number of entries to skip (entries are sorted by name), at most
     /// 10000; to go further, use `cursor`.
     #[serde(default)]
+    #[schemars(range(max = serverfs_core::entries::MAX_LIST_OFFSET))]
     pub offset: u64,
     /// Continue after the previous page: its `next_cursor`. `offset` then
     /// counts from there.
@@ -44,6 +183,7 @@ pub struct ListDirectoryArgs {
     pub cursor: Option<String>,
     /// Page size; defaults to the server's list limit.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u64>,
 }
 
@@ -143,6 +283,7 @@ pub struct FindFilesArgs {
     pub pattern: String,
     /// Maximum matches; defaults to the server's search limit.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
 }
 
@@ -244,6 +385,7 @@ pub struct SearchTextArgs {
     #[serde(default)]
     pub path: String,
     /// Literal text to find (not a regular expression), 1 to 1000 characters.
+    #[schemars(length(min = 1, max = serverfs_search::MAX_QUERY_CHARS))]
     pub query: String,
     /// Optional glob on file names, as in find_files.
     #[serde(default)]
@@ -253,6 +395,7 @@ pub struct SearchTextArgs {
     pub case_sensitive: bool,
     /// Maximum matches; defaults to the server's search limit.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
 }
 
@@ -285,9 +428,11 @@ pub struct ReadTextFileArgs {
     pub path: String,
     /// First line to return, from 1 (default 1).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub start_line: Option<u64>,
     /// Maximum lines to return (default 200, capped by the server).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
     pub max_lines: Option<u64>,
 }
 
@@ -319,7 +464,6 @@ pub struct StatFileArgs {
     /// Workdir alias.
     pub workdir: String,
     /// Path relative to the workdir root; "" is the root.
-    #[serde(default)]
     pub path: String,
 }
 

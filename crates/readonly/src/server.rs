@@ -4,28 +4,31 @@
 //! Guarantees: every tool is annotated read-only, closed-world and
 //! idempotent; every failure the client sees is `CODE: message` (a tool
 //! result with `isError`, or a JSON-RPC error for resources) with no host
-//! path and no OS error text; each call is logged as one flat JSON line.
+//! path and no OS error text — malformed arguments included (see
+//! [`crate::args`]); each call is logged as one flat JSON line. `tools/list`
+//! publishes the configured limits, and calls are held to exactly what it
+//! publishes.
 
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    ErrorCode as RpcErrorCode, Implementation, ListResourceTemplatesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ResourceTemplate, ServerCapabilities, ServerConfig,
+    ErrorCode as RpcErrorCode, Implementation, JsonObject, ListResourceTemplatesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serverfs_core::{ErrorCode, FsError};
+use serverfs_core::{ErrorCode, FsError, Limits};
 use tokio_util::sync::CancellationToken;
 
+use crate::args::Args;
 use crate::ops::{ReadOnlyFs, ResourceText};
 use crate::runner::{CallClass, CallLog, Concurrency, Reported, Runner};
 use crate::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
     ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
-    SearchTextResult, StatFileArgs, StatFileResult,
+    SearchTextResult, StatFileArgs, StatFileResult, input_schema, output_schema,
 };
 use crate::uri;
 
@@ -49,9 +52,7 @@ impl std::fmt::Debug for ReadOnlyServer {
     }
 }
 
-/// What every tool returns: structured output, or `CODE: message`. (Spelled
-/// out in each signature: rmcp derives `outputSchema` from the literal
-/// `Result<Json<T>, _>` form, not through an alias.)
+/// What every tool returns: structured output, or `CODE: message`.
 type ToolResult<T> = Result<Json<T>, String>;
 
 impl Reported for ListWorkdirsResult {}
@@ -73,14 +74,15 @@ impl Reported for ReadTextFileResult {
 impl ReadOnlyServer {
     /// Serves `fs`, admitting calls within `concurrency`.
     pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
-        Self {
-            runner: Arc::new(Runner::new(fs, concurrency)),
-            tool_router: Arc::new(Self::tool_router()),
-        }
+        let mut tool_router = Self::tool_router();
+        publish_configured_maxima(&mut tool_router, fs.limits());
+        Self { runner: Arc::new(Runner::new(fs, concurrency)), tool_router: Arc::new(tool_router) }
     }
 
     #[tool(
         description = "List the configured workdirs (name and description). Call this first when you do not know which workdirs exist.",
+        input_schema = input_schema::<ListWorkdirsArgs>(),
+        output_schema = output_schema::<ListWorkdirsResult>(),
         annotations(
             title = "List workdirs",
             read_only_hint = true,
@@ -91,15 +93,18 @@ impl ReadOnlyServer {
     )]
     async fn list_workdirs(
         &self,
-        Parameters(_): Parameters<ListWorkdirsArgs>,
+        Args(args): Args<ListWorkdirsArgs>,
         ct: CancellationToken,
     ) -> Result<Json<ListWorkdirsResult>, String> {
+        Self::accept("list_workdirs", args)?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
         self.call(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
     }
 
     #[tool(
         description = "List one directory of a workdir, sorted by name, one page at a time (offset/limit). Symlinks are listed as type symlink and never followed; hidden and credential files are left out.",
+        input_schema = input_schema::<ListDirectoryArgs>(),
+        output_schema = output_schema::<ListDirectoryResult>(),
         annotations(
             title = "List directory",
             read_only_hint = true,
@@ -110,9 +115,10 @@ impl ReadOnlyServer {
     )]
     async fn list_directory(
         &self,
-        Parameters(args): Parameters<ListDirectoryArgs>,
+        Args(args): Args<ListDirectoryArgs>,
         ct: CancellationToken,
     ) -> Result<Json<ListDirectoryResult>, String> {
+        let args = Self::accept("list_directory", args)?;
         let call = CallLog {
             tool: "list_directory",
             workdir: Some(args.workdir.clone()),
@@ -126,6 +132,8 @@ impl ReadOnlyServer {
 
     #[tool(
         description = "Find files and directories by name below a directory of a workdir. pattern is a glob on the entry name (*.py, *compose*.yml, {a,b}.txt); a pattern with / matches the path relative to path (** allowed). Depth-first, names in byte order; stops at limit. Hidden and credential files are skipped; symlinks are never followed.",
+        input_schema = input_schema::<FindFilesArgs>(),
+        output_schema = output_schema::<FindFilesResult>(),
         annotations(
             title = "Find files",
             read_only_hint = true,
@@ -136,9 +144,10 @@ impl ReadOnlyServer {
     )]
     async fn find_files(
         &self,
-        Parameters(args): Parameters<FindFilesArgs>,
+        Args(args): Args<FindFilesArgs>,
         ct: CancellationToken,
     ) -> Result<Json<FindFilesResult>, String> {
+        let args = Self::accept("find_files", args)?;
         let call = CallLog {
             tool: "find_files",
             workdir: Some(args.workdir.clone()),
@@ -150,6 +159,8 @@ impl ReadOnlyServer {
 
     #[tool(
         description = "Search the text of files below a path of a workdir for a literal string (not a regular expression). Returns matching lines (path, line number, text cut to 500 bytes) in walk order then line order, at most limit. glob filters file names. Binary, special, hidden, credential and very large files are skipped.",
+        input_schema = input_schema::<SearchTextArgs>(),
+        output_schema = output_schema::<SearchTextResult>(),
         annotations(
             title = "Search text",
             read_only_hint = true,
@@ -160,9 +171,10 @@ impl ReadOnlyServer {
     )]
     async fn search_text(
         &self,
-        Parameters(args): Parameters<SearchTextArgs>,
+        Args(args): Args<SearchTextArgs>,
         ct: CancellationToken,
     ) -> Result<Json<SearchTextResult>, String> {
+        let args = Self::accept("search_text", args)?;
         let call = CallLog {
             tool: "search_text",
             workdir: Some(args.workdir.clone()),
@@ -174,6 +186,8 @@ impl ReadOnlyServer {
 
     #[tool(
         description = "Read a UTF-8 text file of a workdir, a page of lines at a time (start_line, max_lines). Line endings are kept. Continue with next_start_line while has_more is true.",
+        input_schema = input_schema::<ReadTextFileArgs>(),
+        output_schema = output_schema::<ReadTextFileResult>(),
         annotations(
             title = "Read text file",
             read_only_hint = true,
@@ -184,9 +198,10 @@ impl ReadOnlyServer {
     )]
     async fn read_text_file(
         &self,
-        Parameters(args): Parameters<ReadTextFileArgs>,
+        Args(args): Args<ReadTextFileArgs>,
         ct: CancellationToken,
     ) -> Result<Json<ReadTextFileResult>, String> {
+        let args = Self::accept("read_text_file", args)?;
         let call = CallLog {
             tool: "read_text_file",
             workdir: Some(args.workdir.clone()),
@@ -198,6 +213,8 @@ impl ReadOnlyServer {
 
     #[tool(
         description = "Metadata of one path in a workdir: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name.",
+        input_schema = input_schema::<StatFileArgs>(),
+        output_schema = output_schema::<StatFileResult>(),
         annotations(
             title = "Stat file",
             read_only_hint = true,
@@ -208,9 +225,10 @@ impl ReadOnlyServer {
     )]
     async fn stat_file(
         &self,
-        Parameters(args): Parameters<StatFileArgs>,
+        Args(args): Args<StatFileArgs>,
         ct: CancellationToken,
     ) -> Result<Json<StatFileResult>, String> {
+        let args = Self::accept("stat_file", args)?;
         let call = CallLog {
             tool: "stat_file",
             workdir: Some(args.workdir.clone()),
@@ -221,6 +239,21 @@ impl ReadOnlyServer {
 }
 
 impl ReadOnlyServer {
+    /// The `inputSchema` that `tools/list` publishes for `tool`.
+    pub(crate) fn input_schema(&self, tool: &str) -> Option<Arc<JsonObject>> {
+        self.tool_router.get(tool).map(|t| Arc::clone(&t.input_schema))
+    }
+
+    /// The arguments of a call to `tool`, or its `CODE: message`, logged as
+    /// the call's outcome (a refused call never waits for a slot).
+    fn accept<A>(tool: &'static str, args: Result<A, FsError>) -> Result<A, String> {
+        args.map_err(|e| {
+            let text = e.to_string();
+            CallLog { tool, workdir: None, path: None }.refused(e);
+            text
+        })
+    }
+
     /// [`Runner::run`] for a tool: failures become `CODE: message`.
     async fn call<T, F>(
         &self,
@@ -301,6 +334,28 @@ impl ServerHandler for ReadOnlyServer {
             .into()),
             Err(e) => Err(resource_error(&e, &uri)),
         }
+    }
+}
+
+/// Limits configurable at start-up, by tool and argument: `tools/list`
+/// publishes the configured maximum (the schema types carry the defaults'
+/// ceilings), and [`Args`] enforces exactly what is published.
+fn publish_configured_maxima(router: &mut ToolRouter<ReadOnlyServer>, limits: &Limits) {
+    let maxima = [
+        ("list_directory", "limit", limits.max_list_entries),
+        ("find_files", "limit", limits.max_search_results),
+        ("search_text", "limit", limits.max_search_results),
+        ("read_text_file", "max_lines", limits.max_read_lines),
+    ];
+    for (tool, argument, max) in maxima {
+        let route = router.map.get_mut(tool).expect("a configured tool");
+        let schema = Arc::make_mut(&mut route.attr.input_schema);
+        let property = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(argument))
+            .and_then(serde_json::Value::as_object_mut)
+            .expect("a configured argument");
+        property.insert("maximum".into(), max.into());
     }
 }
 

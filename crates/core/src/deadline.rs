@@ -69,6 +69,16 @@ impl Deadline {
         }
     }
 
+    /// [`Deadline::check`] as an I/O error that [`is_deadline_stop`]
+    /// recognises, for code that stops inside I/O loops. Its kind is
+    /// `Other`, never `Interrupted`, which `std` read loops would retry.
+    ///
+    /// # Errors
+    /// The flag is raised or the deadline passed.
+    pub fn check_io(&self) -> io::Result<()> {
+        self.check().map_err(|_| io::Error::other(DeadlinePassed))
+    }
+
     /// The error a call that could not finish in time reports: `TIMEOUT`
     /// naming `what` (a cancelled call's error is never seen by anyone).
     pub fn error(&self, what: &dyn std::fmt::Display) -> FsError {
@@ -96,8 +106,7 @@ pub fn is_deadline_stop(err: &io::Error) -> bool {
     err.get_ref().is_some_and(|inner| inner.is::<DeadlinePassed>())
 }
 
-/// Checks the deadline before every read. The error kind is `Other`, never
-/// `Interrupted`, which `std` read loops would retry.
+/// Checks the deadline before every read ([`Deadline::check_io`]).
 #[derive(Debug)]
 pub struct DeadlineReader<'d, R> {
     inner: R,
@@ -118,9 +127,7 @@ impl<'d, R: Read> DeadlineReader<'d, R> {
 
 impl<R: Read> Read for DeadlineReader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.deadline.check().is_err() {
-            return Err(io::Error::other(DeadlinePassed));
-        }
+        self.deadline.check_io()?;
         self.inner.read(buf)
     }
 }

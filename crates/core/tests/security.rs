@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serverfs_core::entries::{PageRequest, list_directory, stat_entry};
-use serverfs_core::text::read_page;
+use serverfs_core::text::{FIRST_LINE, read_page};
 use serverfs_core::{
     Deadline, EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec,
 };
@@ -69,7 +69,7 @@ impl Fixture {
     fn read(&self, path: &str) -> Result<String, FsError> {
         let loc = self.sandbox.locate("a", path)?;
         let (file, _) = self.sandbox.open_file(&loc)?;
-        read_page(&file, &loc, 1, 100, 1 << 20, &Deadline::never()).map(|p| p.content)
+        read_page(&file, &loc, FIRST_LINE, 100, 1 << 20, &Deadline::never()).map(|p| p.content)
     }
     fn stat(&self, path: &str) -> Result<EntryKind, FsError> {
         let loc = self.sandbox.locate("a", path)?;
@@ -268,7 +268,7 @@ fn race(mode: ResolveMode) {
         for name in ["swap/passwd", "evil/passwd", "swap/hostname"] {
             let Ok(loc) = sandbox.locate("w", name) else { continue };
             if let Ok((file, _)) = sandbox.open_file(&loc) {
-                let content = read_page(&file, &loc, 1, 10, 4096, &Deadline::never())
+                let content = read_page(&file, &loc, FIRST_LINE, 10, 4096, &Deadline::never())
                     .map(|p| p.content)
                     .unwrap_or_default();
                 assert!(content.is_empty() || content == "safe\n", "escaped: {content:?}");
@@ -360,7 +360,8 @@ fn fifo_swap_race(mode: ResolveMode) {
         let loc = sandbox.locate("w", "target").unwrap();
         match sandbox.open_file(&loc) {
             Ok((file, _)) => {
-                let page = read_page(&file, &loc, 1, 10, 4096, &Deadline::never()).unwrap();
+                let page =
+                    read_page(&file, &loc, FIRST_LINE, 10, 4096, &Deadline::never()).unwrap();
                 assert_eq!(page.content, "safe\n");
                 files += 1;
             }

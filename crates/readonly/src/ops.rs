@@ -1,6 +1,8 @@
 //! The tools' logic, synchronous and transport-free: arguments in, result or
 //! [`FsError`] out. Every path goes through the core's [`Sandbox`].
 
+use std::num::NonZeroI64;
+
 use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
 use serverfs_core::{Deadline, EntryKind, FsError, Limits, Sandbox};
@@ -89,10 +91,14 @@ impl ReadOnlyFs {
         args: &ReadTextFileArgs,
         deadline: &Deadline,
     ) -> Result<ReadTextFileResult, FsError> {
-        let start_line = args.start_line.unwrap_or(1);
-        if start_line == 0 {
-            return Err(FsError::invalid("start_line must be at least 1."));
-        }
+        let start_line = match args.start_line {
+            None => text::FIRST_LINE,
+            Some(line) => NonZeroI64::new(line).ok_or_else(|| {
+                FsError::invalid(
+                    "start_line must be 1 or more (from the start) or -1 or less (from the end); got 0.",
+                )
+            })?,
+        };
         let max_lines = bounded(
             "max_lines",
             args.max_lines,
@@ -112,7 +118,7 @@ impl ReadOnlyFs {
         Ok(ReadTextFileResult {
             workdir: args.workdir.clone(),
             path: loc.path().as_relative(),
-            start_line,
+            start_line: page.start_line,
             end_line: page.end_line,
             bytes_returned: page.content.len() as u64,
             content: page.content,

@@ -426,10 +426,13 @@ pub struct ReadTextFileArgs {
     pub workdir: String,
     /// File path relative to the workdir root.
     pub path: String,
-    /// First line to return, from 1 (default 1).
+    /// First line to return (default 1): from 1 counting from the start, or
+    /// negative counting from the end (-1 is the last line, so -200 with
+    /// max_lines 200 gives the last 200 lines; a final newline does not start
+    /// an extra line). A negative start before the first line starts at the
+    /// first line. 0 is invalid.
     #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub start_line: Option<u64>,
+    pub start_line: Option<i64>,
     /// Maximum lines to return (default 200, capped by the server).
     #[serde(default)]
     #[schemars(range(min = 1, max = 500))]
@@ -443,18 +446,21 @@ pub struct ReadTextFileResult {
     pub workdir: String,
     /// Normalised file path.
     pub path: String,
-    /// First line asked for.
-    pub start_line: u64,
-    /// Last line returned; null when nothing was returned.
-    pub end_line: Option<u64>,
+    /// First line of the page: the one asked for, or (asked from the end)
+    /// the first line's negative position when the file has fewer lines.
+    /// Positions are negative whenever `start_line` was.
+    pub start_line: i64,
+    /// Last line returned (-1 is the file's last line); null when nothing
+    /// was returned.
+    pub end_line: Option<i64>,
     /// The lines, with their original terminators.
     pub content: String,
     /// UTF-8 length of `content`.
     pub bytes_returned: u64,
-    /// More lines follow.
+    /// More lines follow `end_line`.
     pub has_more: bool,
-    /// Pass as `start_line` to continue; null at the end.
-    pub next_start_line: Option<u64>,
+    /// Pass as `start_line` to continue forward; null at the end.
+    pub next_start_line: Option<i64>,
 }
 
 /// Arguments of stat_file.

@@ -185,7 +185,7 @@ impl ReadOnlyServer {
     }
 
     #[tool(
-        description = "Read a UTF-8 text file of a workdir, a page of lines at a time (start_line, max_lines). Line endings are kept. Continue with next_start_line while has_more is true.",
+        description = "Read a UTF-8 text file of a workdir, a page of lines at a time (start_line, max_lines). Line endings are kept. Continue with next_start_line while has_more is true. A negative start_line counts from the end, like tail: -1 is the last line, start_line=-200 with max_lines=200 gives the last 200 lines (fewer if the file is shorter), read from the end without scanning the file; positions in the result are then negative too.",
         input_schema = input_schema::<ReadTextFileArgs>(),
         output_schema = output_schema::<ReadTextFileResult>(),
         annotations(

@@ -432,6 +432,8 @@ pub struct ReadTextFileArgs {
     /// an extra line). A negative start before the first line starts at the
     /// first line. 0 is invalid.
     #[serde(default)]
+    // JSON's exactly representable integers: what every client can send.
+    #[schemars(range(min = -9_007_199_254_740_991_i64, max = 9_007_199_254_740_991_i64))]
     pub start_line: Option<i64>,
     /// Maximum lines to return (default 200, capped by the server).
     #[serde(default)]

@@ -56,7 +56,7 @@ impl Fx {
         budget: &Budget,
     ) -> Result<FindOutcome, FsError> {
         let start = self.sandbox.locate("w", path)?;
-        find_files(&self.sandbox, &start, pattern, limit, budget)
+        find_files(&self.sandbox, &start, pattern, limit, None, budget)
     }
 
     fn find(&self, path: &str, pattern: &str, limit: u64) -> FindOutcome {
@@ -89,6 +89,7 @@ fn q(query: &str) -> SearchQuery<'_> {
         case_sensitive: true,
         limit: 100,
         max_file_bytes: 50 * 1024 * 1024,
+        cursor: None,
     }
 }
 
@@ -534,14 +535,14 @@ fn walks_follow_the_opened_root_not_the_host_path() {
     fs::remove_file(&link).unwrap();
     symlink(dir.path().join("decoy"), &link).unwrap();
     let start = sandbox.locate("w", "").unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
     let searched = search_text(&sandbox, &start, &q("needle"), &budget()).unwrap();
     assert_eq!(hits(&searched), [("a/needle.txt", 1)]);
     assert_eq!(searched.skipped, Skipped::default());
     // Even with the link gone entirely.
     fs::remove_file(&link).unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
 }
 
@@ -748,7 +749,7 @@ fn swap_race(mode: ResolveMode) {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut runs = 0;
     while Instant::now() < deadline {
-        let found = find_files(&sandbox, &start, "*", 100, &budget()).unwrap();
+        let found = find_files(&sandbox, &start, "*", 100, None, &budget()).unwrap();
         for m in &found.matches {
             assert!(allowed.contains(&m.path.as_str()), "find leaked {:?}", m.path);
         }

@@ -262,7 +262,7 @@ mod tests {
             raw(&format!("c0:{hash}:-:src/a")),
             raw(&format!("c1:{hash}:x:src/a")),
             raw(&format!("c1:{hash}:-1:src/a")),
-            raw(&format!("c1:zz:-:src/a")),
+            raw("c1:zz:-:src/a"),
             URL_SAFE_NO_PAD.encode([b'c', b'1', b':', 0xff]),
             good.encode(other),
             // Outside the start, or not a normal path.

@@ -17,7 +17,7 @@
 //! - Paged: whenever it stops early the outcome has a `next_cursor`, and
 //!   the call with that cursor continues after the last match returned
 //!   (limit) or the last entry visited (walk limit, deadline), so pages
-//!   concatenate to the unlimited answer ([`crate::cursor`]).
+//!   concatenate to the unlimited answer (see the `cursor` module).
 
 use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
 

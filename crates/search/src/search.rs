@@ -34,7 +34,7 @@
 //!   where the surplus match was; after a deadline stop inside a file (whose
 //!   matches were held back) the file is searched again on the next page;
 //!   after a walk-limit stop the walk resumes after the last entry visited.
-//!   Pages concatenate to the unlimited answer ([`crate::cursor`]).
+//!   Pages concatenate to the unlimited answer (see the `cursor` module).
 
 use std::io::{self, Read};
 use std::ops::Range;

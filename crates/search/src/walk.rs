@@ -15,12 +15,12 @@
 //!   `max_walk_entries`, and the deadline/cancel flag is checked before
 //!   each step. The cap stops a walk only once it has yielded an entry, so
 //!   that every page of a paged search moves its cursor forward.
-//! - Resumable ([`crate::cursor`]): a walk resumed at a [`Position`]
+//! - Resumable (see the `cursor` module): a walk resumed at a position
 //!   yields exactly the entries after it in walk order, without revisiting
-//!   the rest: directories sorting wholly before the position are pruned
-//!   unread, files before it are never yielded (so never opened), and the
-//!   few directories above the position are passed through without being
-//!   yielded or counted.
+//!   the rest: a directory sorting wholly before the position is pruned
+//!   (listed once by the walker, its subtree never entered), files before
+//!   it are never yielded (so never opened), and the few directories above
+//!   the position are passed through without being yielded or counted.
 //! - Anchored: the walk starts at the core's [`WalkRoot`], the start
 //!   directory as the resolver opened it (`/proc/self/fd/N`), never at a
 //!   host path that may have been renamed or retargeted since start-up.

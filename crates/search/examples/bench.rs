@@ -59,6 +59,7 @@ fn main() -> ExitCode {
                 case_sensitive: true,
                 limit,
                 max_file_bytes: Limits::default().search_max_file_bytes,
+                cursor: None,
             };
             search_text(&sandbox, &start, &q, &budget).map(|o| {
                 if print {
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
                 (o.matches.len(), o.truncated_reason)
             })
         }
-        "find" => find_files(&sandbox, &start, what, limit, &budget).map(|o| {
+        "find" => find_files(&sandbox, &start, what, limit, None, &budget).map(|o| {
             if print {
                 for m in &o.matches {
                     let _ = writeln!(out, "{}", m.path);

@@ -5,7 +5,9 @@ use std::num::NonZeroI64;
 
 use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{Deadline, EntryKind, FsError, Limits, Sandbox};
+use serverfs_core::{Deadline, EntryKind, FsError, Sandbox};
+
+use crate::limits::Limits;
 
 use serverfs_search::{Budget, SearchQuery};
 

@@ -19,7 +19,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serverfs_core::{ErrorCode, FsError, Limits};
+use serverfs_core::{ErrorCode, FsError};
+
+use crate::limits::Limits;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::Args;

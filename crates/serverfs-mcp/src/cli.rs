@@ -8,11 +8,12 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
-use serverfs_core::config::{arg_specs, slot_specs};
 use serverfs_core::policy::split_glob_list;
-use serverfs_core::{Limits, Policy, WorkdirSpec};
-use serverfs_readonly::Concurrency;
+use serverfs_core::{Policy, WorkdirSpec};
+use serverfs_readonly::{Concurrency, Limits};
 use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
+
+use crate::workdirs::{arg_specs, slot_specs, validate_limits};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).
@@ -237,7 +238,7 @@ impl Cli {
             search_timeout: Duration::from_secs(self.search_timeout_seconds),
             search_max_file_bytes: self.search_max_file_bytes,
         };
-        limits.validate()?;
+        validate_limits(&limits)?;
         let concurrency = Concurrency {
             searches: self.max_concurrent_searches,
             reads: self.max_concurrent_reads,

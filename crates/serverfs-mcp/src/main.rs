@@ -3,6 +3,7 @@
 
 mod cli;
 mod selfcheck;
+mod workdirs;
 
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::policy::SENTINEL;
-use crate::sandbox::WorkdirSpec;
+use crate::workdir_spec::WorkdirSpec;
 
 /// Number of Docker slots, `01` … `16`.
 pub const SLOT_COUNT: usize = 16;

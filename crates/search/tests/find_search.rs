@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Root, RootOptions};
 use serverfs_search::{
     Budget, FindOutcome, SearchOutcome, SearchQuery, Skipped, TruncatedReason, find_files,
     search_text,
@@ -19,7 +19,16 @@ use tempfile::TempDir;
 
 struct Fx {
     dir: TempDir,
-    sandbox: Sandbox,
+    opened: Root,
+}
+
+/// The one way these tests open a root: named `w`, built-in policy.
+fn open_root(dir: &Path, mode: Option<ResolveMode>) -> Root {
+    let mut options = RootOptions::new("w", Policy::new(false, &[]).unwrap());
+    if let Some(mode) = mode {
+        options = options.resolve_mode(mode);
+    }
+    Root::open(dir, options).unwrap()
 }
 
 fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
@@ -33,14 +42,8 @@ fn fixture(build: impl FnOnce(&Path)) -> Fx {
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
     build(&root);
-    let spec = WorkdirSpec {
-        alias: "w".into(),
-        description: None,
-        host_path: root,
-        origin: "test".into(),
-    };
-    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
-    Fx { dir, sandbox }
+    let opened = open_root(&root, None);
+    Fx { dir, opened }
 }
 
 impl Fx {
@@ -55,8 +58,8 @@ impl Fx {
         limit: u64,
         budget: &Budget,
     ) -> Result<FindOutcome, FsError> {
-        let start = self.sandbox.locate("w", path)?;
-        find_files(&self.sandbox, &start, pattern, limit, None, budget)
+        let start = self.opened.locate(path)?;
+        find_files(&self.opened, &start, pattern, limit, None, budget)
     }
 
     fn find(&self, path: &str, pattern: &str, limit: u64) -> FindOutcome {
@@ -69,8 +72,8 @@ impl Fx {
         q: &SearchQuery<'_>,
         budget: &Budget,
     ) -> Result<SearchOutcome, FsError> {
-        let start = self.sandbox.locate("w", path)?;
-        search_text(&self.sandbox, &start, q, budget)
+        let start = self.opened.locate(path)?;
+        search_text(&self.opened, &start, q, budget)
     }
 
     fn search(&self, query: &str) -> SearchOutcome {
@@ -525,24 +528,18 @@ fn walks_follow_the_opened_root_not_the_host_path() {
     );
     let link = dir.path().join("workdir");
     symlink(dir.path().join("real"), &link).unwrap();
-    let spec = WorkdirSpec {
-        alias: "w".into(),
-        description: None,
-        host_path: link.clone(),
-        origin: "test".into(),
-    };
-    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+    let opened = open_root(&link, None);
     fs::remove_file(&link).unwrap();
     symlink(dir.path().join("decoy"), &link).unwrap();
-    let start = sandbox.locate("w", "").unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
+    let start = opened.locate("").unwrap();
+    let found = find_files(&opened, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
-    let searched = search_text(&sandbox, &start, &q("needle"), &budget()).unwrap();
+    let searched = search_text(&opened, &start, &q("needle"), &budget()).unwrap();
     assert_eq!(hits(&searched), [("a/needle.txt", 1)]);
     assert_eq!(searched.skipped, Skipped::default());
     // Even with the link gone entirely.
     fs::remove_file(&link).unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
+    let found = find_files(&opened, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
 }
 
@@ -714,17 +711,7 @@ fn swap_race(mode: ResolveMode) {
         write(r, "top.txt", "needle top\n");
         symlink("/etc", r.join(".swap")).unwrap();
     });
-    let sandbox = Sandbox::open(
-        vec![WorkdirSpec {
-            alias: "w".into(),
-            description: None,
-            host_path: fx.root(),
-            origin: "t".into(),
-        }],
-        Policy::new(false, &[]).unwrap(),
-    )
-    .unwrap()
-    .with_mode(mode);
+    let opened = open_root(&fx.root(), Some(mode));
     let allowed = ["a", "a/inside.txt", "a/sub", "a/sub/deep.txt", "top.txt"];
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = {
@@ -745,17 +732,17 @@ fn swap_race(mode: ResolveMode) {
             swaps
         })
     };
-    let start = sandbox.locate("w", "").unwrap();
+    let start = opened.locate("").unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut runs = 0;
     while Instant::now() < deadline {
-        let found = find_files(&sandbox, &start, "*", 100, None, &budget()).unwrap();
+        let found = find_files(&opened, &start, "*", 100, None, &budget()).unwrap();
         for m in &found.matches {
             assert!(allowed.contains(&m.path.as_str()), "find leaked {:?}", m.path);
         }
         for query in ["needle", "root"] {
             let args = SearchQuery { limit: 100, ..q(query) };
-            let out = search_text(&sandbox, &start, &args, &budget()).unwrap();
+            let out = search_text(&opened, &start, &args, &budget()).unwrap();
             for m in &out.matches {
                 assert!(allowed.contains(&m.path.as_str()), "search leaked {:?}", m.path);
                 assert!(m.text.starts_with("needle "), "search leaked text {:?}", m.text);
@@ -834,12 +821,11 @@ fn find_pages(
     limit: u64,
     budget: &dyn Fn(usize) -> Budget,
 ) -> (Vec<String>, usize) {
-    let start = fx.sandbox.locate("w", path).unwrap();
+    let start = fx.opened.locate(path).unwrap();
     let (mut all, mut cursor, mut calls) = (Vec::new(), None::<String>, 0);
     loop {
-        let out =
-            find_files(&fx.sandbox, &start, pattern, limit, cursor.as_deref(), &budget(calls))
-                .unwrap();
+        let out = find_files(&fx.opened, &start, pattern, limit, cursor.as_deref(), &budget(calls))
+            .unwrap();
         calls += 1;
         assert!(out.matches.len() as u64 <= limit);
         assert_eq!(out.next_cursor.is_some(), out.truncated_reason.is_some());
@@ -1075,9 +1061,9 @@ fn cursor_follows_the_tree_as_it_is_now() {
     // The entry the cursor names is gone: the next page starts after
     // where it was.
     fs::remove_file(fx.root().join("a/2.txt")).unwrap();
-    let start = fx.sandbox.locate("w", "").unwrap();
-    let next = find_files(&fx.sandbox, &start, "*.txt", 10, out.next_cursor.as_deref(), &budget())
-        .unwrap();
+    let start = fx.opened.locate("").unwrap();
+    let next =
+        find_files(&fx.opened, &start, "*.txt", 10, out.next_cursor.as_deref(), &budget()).unwrap();
     assert_eq!(paths(&next), ["a/3.txt", "b/1.txt"]);
     assert_eq!((next.truncated_reason, next.next_cursor), (None, None));
 }
@@ -1085,7 +1071,7 @@ fn cursor_follows_the_tree_as_it_is_now() {
 #[test]
 fn cursor_errors_are_invalid_arguments() {
     let fx = paging_fixture();
-    let start = fx.sandbox.locate("w", "").unwrap();
+    let start = fx.opened.locate("").unwrap();
     let find_cursor = fx.find("", "*.txt", 3).next_cursor.unwrap();
     let search_cursor = fx
         .search_with("", &SearchQuery { limit: 3, ..q("needle") }, &budget())
@@ -1093,8 +1079,8 @@ fn cursor_errors_are_invalid_arguments() {
         .next_cursor
         .unwrap();
     let find = |path: &str, pattern: &str, cursor: &str| {
-        let start = fx.sandbox.locate("w", path).unwrap();
-        find_files(&fx.sandbox, &start, pattern, 3, Some(cursor), &budget()).unwrap_err()
+        let start = fx.opened.locate(path).unwrap();
+        find_files(&fx.opened, &start, pattern, 3, Some(cursor), &budget()).unwrap_err()
     };
     let search =
         |path: &str, args: SearchQuery<'_>| fx.search_with(path, &args, &budget()).unwrap_err();
@@ -1118,6 +1104,6 @@ fn cursor_errors_are_invalid_arguments() {
         assert!(err.message().starts_with("cursor: "), "{}", err.message());
     }
     // The same cursor with the same arguments (and any limit) is fine.
-    let ok = find_files(&fx.sandbox, &start, "*.txt", 9, Some(&find_cursor), &budget()).unwrap();
+    let ok = find_files(&fx.opened, &start, "*.txt", 9, Some(&find_cursor), &budget()).unwrap();
     assert_eq!(ok.matches.len(), 9);
 }

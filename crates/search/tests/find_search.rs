@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Root, RootOptions};
+use serverfs_core::{
+    EntryKind, ErrorCode, FsError, Policy, ResolveMode, Root, RootOptions, SymlinkRule,
+};
 use serverfs_search::{
     Budget, FindOutcome, SearchOutcome, SearchQuery, Skipped, TruncatedReason, find_files,
     search_text,
@@ -23,8 +25,8 @@ struct Fx {
 }
 
 /// The one way these tests open a root: named `w`, built-in policy.
-fn open_root(dir: &Path, mode: Option<ResolveMode>) -> Root {
-    let mut options = RootOptions::new("w", Policy::new(false, &[]).unwrap());
+fn open_root(dir: &Path, mode: Option<ResolveMode>, rule: SymlinkRule) -> Root {
+    let mut options = RootOptions::new("w", Policy::new(false, &[]).unwrap()).symlinks(rule);
     if let Some(mode) = mode {
         options = options.resolve_mode(mode);
     }
@@ -42,7 +44,7 @@ fn fixture(build: impl FnOnce(&Path)) -> Fx {
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
     build(&root);
-    let opened = open_root(&root, None);
+    let opened = open_root(&root, None, SymlinkRule::Never);
     Fx { dir, opened }
 }
 
@@ -528,7 +530,7 @@ fn walks_follow_the_opened_root_not_the_host_path() {
     );
     let link = dir.path().join("workdir");
     symlink(dir.path().join("real"), &link).unwrap();
-    let opened = open_root(&link, None);
+    let opened = open_root(&link, None, SymlinkRule::Never);
     fs::remove_file(&link).unwrap();
     symlink(dir.path().join("decoy"), &link).unwrap();
     let start = opened.locate("").unwrap();
@@ -704,14 +706,14 @@ fn cancellation_mid_search_returns_promptly() {
 /// Another thread atomically swaps directory `a` with a symlink to /etc
 /// (RENAME_EXCHANGE) while find and search run: no result may name or
 /// quote anything from /etc.
-fn swap_race(mode: ResolveMode) {
+fn swap_race(mode: ResolveMode, rule: SymlinkRule) {
     let fx = fixture(|r| {
         write(r, "a/inside.txt", "needle inside\n");
         write(r, "a/sub/deep.txt", "needle deep\n");
         write(r, "top.txt", "needle top\n");
         symlink("/etc", r.join(".swap")).unwrap();
     });
-    let opened = open_root(&fx.root(), Some(mode));
+    let opened = open_root(&fx.root(), Some(mode), rule);
     let allowed = ["a", "a/inside.txt", "a/sub", "a/sub/deep.txt", "top.txt"];
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = {
@@ -757,12 +759,48 @@ fn swap_race(mode: ResolveMode) {
 
 #[test]
 fn swap_race_openat2() {
-    swap_race(ResolveMode::Openat2);
+    swap_race(ResolveMode::Openat2, SymlinkRule::Never);
 }
 
 #[test]
 fn swap_race_component_walk() {
-    swap_race(ResolveMode::ComponentWalk);
+    swap_race(ResolveMode::ComponentWalk, SymlinkRule::Never);
+}
+
+#[test]
+fn swap_race_openat2_following_links() {
+    swap_race(ResolveMode::Openat2, SymlinkRule::FollowWithinRoot);
+}
+
+#[test]
+fn swap_race_component_walk_following_links() {
+    swap_race(ResolveMode::ComponentWalk, SymlinkRule::FollowWithinRoot);
+}
+
+/// Under `FollowWithinRoot` a search may start through a link to a
+/// directory inside; links met by the walk are reported by find as links
+/// and never searched, and a link to a denied file is refused by name.
+#[test]
+fn following_links_from_the_start_only() {
+    let fx = fixture(|r| {
+        write(r, "src/main.rs", "needle\n");
+        write(r, ".env", "needle secret\n");
+        symlink("src", r.join("code")).unwrap();
+        symlink(".env", r.join("notes.txt")).unwrap();
+        symlink("../.env", r.join("src/env.rs")).unwrap();
+    });
+    let root = open_root(&fx.root(), None, SymlinkRule::FollowWithinRoot);
+    let start = root.locate("code").unwrap();
+    let found = find_files(&root, &start, "*", 10, None, &budget()).unwrap();
+    let kinds: Vec<_> = found.matches.iter().map(|m| (m.path.as_str(), m.kind)).collect();
+    assert_eq!(kinds, [("code/env.rs", EntryKind::Symlink), ("code/main.rs", EntryKind::File)]);
+    let out = search_text(&root, &start, &q("needle"), &budget()).unwrap();
+    assert_eq!(hits(&out), [("code/main.rs", 1)]);
+    let all = search_text(&root, &root.locate("").unwrap(), &q("needle"), &budget()).unwrap();
+    assert_eq!(hits(&all), [("src/main.rs", 1)]);
+    let notes = root.locate("notes.txt").unwrap();
+    let err = search_text(&root, &notes, &q("needle"), &budget()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeniedPath);
 }
 
 // ---------------------------------------------------------------- cursors

@@ -10,10 +10,10 @@ use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use serverfs_core::Policy;
 use serverfs_core::policy::split_glob_list;
-use serverfs_readonly::{Concurrency, Limits, WorkdirSpec};
+use serverfs_tools::{Concurrency, Limits, WorkdirSpec};
 use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
 
-use crate::workdirs::{arg_specs, slot_specs, validate_limits};
+use crate::slots::{arg_specs, slot_specs, validate_limits};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::workdirs::SLOT_COUNT;
+use crate::slots::SLOT_COUNT;
 use rustix::fs::{Access, AtFlags, CWD};
 use serde_json::json;
 

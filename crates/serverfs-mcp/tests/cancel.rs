@@ -158,9 +158,9 @@ async fn a_search_flood_is_bounded_and_never_blocks_small_calls() {
         }
     };
     assert!(refused.contains("retry"), "{refused}");
-    // Behind the 2 running, at most 4 may wait: of 8 at once, some are
+    // Behind the 2 running, at most 8 may wait: of 16 at once, some are
     // refused without waiting.
-    let burst = (0..8).map(|_| call(&client, "search_text", endless.clone()));
+    let burst = (0..16).map(|_| call(&client, "search_text", endless.clone()));
     let answers = futures::future::join_all(burst).await;
     let queue_full = answers
         .iter()

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use serverfs_core::policy::SENTINEL;
-use serverfs_readonly::{Limits, WorkdirSpec};
+use serverfs_tools::{Limits, WorkdirSpec};
 
 /// Number of Docker slots, `01` … `16`.
 pub(crate) const SLOT_COUNT: usize = 16;

@@ -35,7 +35,7 @@ use crate::ops::ReadOnlyFs;
 
 /// What kind of work a call is, for admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CallClass {
+pub enum CallClass {
     /// find_files, search_text: walks whose cost grows with the tree.
     Search,
     /// read_text_file, resources/read: cost grows with the file.
@@ -73,10 +73,11 @@ impl Concurrency {
 }
 
 /// How many calls of a class may wait for a slot, per running slot.
-pub(crate) const QUEUE_FACTOR: usize = 2;
+pub(crate) const QUEUE_FACTOR: usize = 4;
 
 /// Result types report how many content bytes they return, for the log.
-pub(crate) trait Reported {
+pub trait Reported {
+    /// Bytes of file content the result returns (0 by default).
     fn bytes_returned(&self) -> u64 {
         0
     }
@@ -85,7 +86,7 @@ pub(crate) trait Reported {
 /// The shared state of every call: the filesystem, the class semaphores
 /// and the timeouts. One per server process.
 #[derive(Debug)]
-pub(crate) struct Runner {
+pub struct Runner {
     fs: Arc<ReadOnlyFs>,
     searches: Admission,
     reads: Admission,
@@ -123,7 +124,8 @@ impl Drop for Waiting<'_> {
 }
 
 impl Runner {
-    pub(crate) fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
+    /// The runner of every call to `fs`, admitting within `concurrency`.
+    pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
         Self {
             fs,
             searches: Admission::new(concurrency.searches, "searches"),
@@ -136,7 +138,7 @@ impl Runner {
     /// Runs `op` (admission, deadline, cancellation as in the module docs)
     /// and logs the call: when its work ends, even if nobody waits for the
     /// answer any more.
-    pub(crate) async fn run<T, F>(
+    pub async fn run<T, F>(
         &self,
         class: CallClass,
         call: CallLog,
@@ -243,15 +245,19 @@ impl Drop for RaiseOnDrop {
 /// and path as the client sent them.
 #[derive(Debug)]
 #[must_use]
-pub(crate) struct CallLog {
-    pub(crate) tool: &'static str,
-    pub(crate) workdir: Option<String>,
-    pub(crate) path: Option<String>,
+pub struct CallLog {
+    /// The tool's name (or `resources/read`).
+    pub tool: &'static str,
+    /// The workdir as the client sent it.
+    pub workdir: Option<String>,
+    /// The path (or URI) as the client sent it.
+    pub path: Option<String>,
 }
 
 impl CallLog {
     /// Logs a call refused before it could run (for its arguments).
-    pub(crate) fn refused(self, error: FsError) {
+    /// Logs a call refused before it ran (bad arguments).
+    pub fn refused(self, error: FsError) {
         self.write::<Refused>(&Err(error), Instant::now(), false);
     }
 

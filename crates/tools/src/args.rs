@@ -21,15 +21,22 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use serverfs_core::FsError;
 
-use crate::server::ReadOnlyServer;
+/// A handler that publishes its tools' input schemas: what [`Args`] checks
+/// calls against.
+pub trait PublishedSchemas {
+    /// The `inputSchema` that `tools/list` publishes for `tool`.
+    fn input_schema(&self, tool: &str) -> Option<std::sync::Arc<JsonObject>>;
+}
 
 /// The arguments of one call: `T`, or why they are not acceptable.
-pub(crate) struct Args<T>(pub(crate) Result<T, FsError>);
+pub struct Args<T>(pub Result<T, FsError>);
 
-impl<T: DeserializeOwned> FromContextPart<ToolCallContext<'_, ReadOnlyServer>> for Args<T> {
-    fn from_context_part(
-        context: &mut ToolCallContext<'_, ReadOnlyServer>,
-    ) -> Result<Self, ErrorData> {
+impl<S, T> FromContextPart<ToolCallContext<'_, S>> for Args<T>
+where
+    S: PublishedSchemas,
+    T: DeserializeOwned,
+{
+    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
         let arguments = context.arguments.take().unwrap_or_default();
         // Never a JSON-RPC error: a refusal is a value the handler reports
         // (and logs) as the tool's result.

@@ -5,7 +5,7 @@
 //! idempotent; every failure the client sees is `CODE: message` (a tool
 //! result with `isError`, or a JSON-RPC error for resources) with no host
 //! path and no OS error text — malformed arguments included (see
-//! [`crate::args`]); each call is logged as one flat JSON line. `tools/list`
+//! [`serverfs_tools::args`]); each call is logged as one flat JSON line. `tools/list`
 //! publishes the configured limits, and calls are held to exactly what it
 //! publishes.
 
@@ -21,18 +21,16 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_core::{ErrorCode, FsError};
 
-use crate::limits::Limits;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::Args;
-use crate::ops::{ReadOnlyFs, ResourceText};
-use crate::runner::{CallClass, CallLog, Concurrency, Reported, Runner};
-use crate::schema::{
-    FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
-    ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
-    SearchTextResult, StatFileArgs, StatFileResult, input_schema, output_schema,
-};
 use crate::uri;
+use serverfs_tools::args::PublishedSchemas;
+use serverfs_tools::schema::{
+    FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ListWorkdirsArgs,
+    ListWorkdirsResult, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs, SearchTextResult,
+    StatFileArgs, StatFileResult, input_schema, output_schema,
+};
+use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Limits, ReadOnlyFs, Reported, Runner};
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS provides read-only access to explicitly configured Linux server workdirs. \
@@ -56,21 +54,6 @@ impl std::fmt::Debug for ReadOnlyServer {
 
 /// What every tool returns: structured output, or `CODE: message`.
 type ToolResult<T> = Result<Json<T>, String>;
-
-impl Reported for ListWorkdirsResult {}
-impl Reported for ListDirectoryResult {}
-impl Reported for StatFileResult {}
-impl<T> Reported for Matches<T> {}
-impl Reported for ResourceText {
-    fn bytes_returned(&self) -> u64 {
-        self.content.len() as u64
-    }
-}
-impl Reported for ReadTextFileResult {
-    fn bytes_returned(&self) -> u64 {
-        self.bytes_returned
-    }
-}
 
 #[tool_router]
 impl ReadOnlyServer {
@@ -205,12 +188,13 @@ impl ReadOnlyServer {
     }
 }
 
-impl ReadOnlyServer {
-    /// The `inputSchema` that `tools/list` publishes for `tool`.
-    pub(crate) fn input_schema(&self, tool: &str) -> Option<Arc<JsonObject>> {
+impl PublishedSchemas for ReadOnlyServer {
+    fn input_schema(&self, tool: &str) -> Option<Arc<JsonObject>> {
         self.tool_router.get(tool).map(|t| Arc::clone(&t.input_schema))
     }
+}
 
+impl ReadOnlyServer {
     /// The arguments of a call to `tool`, or its `CODE: message`, logged as
     /// the call's outcome (a refused call never waits for a slot).
     fn accept<A>(tool: &'static str, args: Result<A, FsError>) -> Result<A, String> {
@@ -291,7 +275,8 @@ impl ServerHandler for ReadOnlyServer {
         let outcome = self
             .runner
             .run(CallClass::Read, call, context.ct, move |fs, deadline| {
-                fs.read_resource(&target, deadline)
+                let (alias, path) = uri::parse(&target)?;
+                fs.read_whole_text(&alias, &path, deadline)
             })
             .await;
         match outcome {

@@ -8,6 +8,7 @@ use serverfs_core::text;
 use serverfs_core::{Deadline, EntryKind, FsError};
 
 use crate::limits::Limits;
+use crate::runner::Reported;
 
 use serverfs_search::{Budget, SearchQuery};
 
@@ -31,7 +32,7 @@ impl ReadOnlyFs {
         Self { workdirs, limits }
     }
 
-    pub(crate) fn list_workdirs(&self) -> ListWorkdirsResult {
+    pub fn list_workdirs(&self) -> ListWorkdirsResult {
         ListWorkdirsResult {
             workdirs: self
                 .workdirs
@@ -45,7 +46,7 @@ impl ReadOnlyFs {
         }
     }
 
-    pub(crate) fn list_directory(
+    pub fn list_directory(
         &self,
         args: &ListDirectoryArgs,
         deadline: &Deadline,
@@ -80,16 +81,16 @@ impl ReadOnlyFs {
     }
 
     /// The limits calls are held to.
-    pub(crate) fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
     /// How long one call may run (find, search and reads alike).
-    pub(crate) fn call_timeout(&self) -> std::time::Duration {
+    pub fn call_timeout(&self) -> std::time::Duration {
         self.limits.search_timeout
     }
 
-    pub(crate) fn read_text_file(
+    pub fn read_text_file(
         &self,
         args: &ReadTextFileArgs,
         deadline: &Deadline,
@@ -130,7 +131,7 @@ impl ReadOnlyFs {
         })
     }
 
-    pub(crate) fn stat_file(&self, args: &StatFileArgs) -> Result<StatFileResult, FsError> {
+    pub fn stat_file(&self, args: &StatFileArgs) -> Result<StatFileResult, FsError> {
         let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let info = entries::stat_entry(root, &loc)?;
         let mime_type = match (info.kind, loc.path().file_name()) {
@@ -145,7 +146,7 @@ impl ReadOnlyFs {
         })
     }
 
-    pub(crate) fn find_files(
+    pub fn find_files(
         &self,
         args: &FindFilesArgs,
         deadline: &Deadline,
@@ -164,7 +165,7 @@ impl ReadOnlyFs {
         Ok(Matches::from_outcome(found, |m| FoundEntry { path: m.path, kind: m.kind.into() }))
     }
 
-    pub(crate) fn search_text(
+    pub fn search_text(
         &self,
         args: &SearchTextArgs,
         deadline: &Deadline,
@@ -193,16 +194,15 @@ impl ReadOnlyFs {
         bounded("limit", limit, self.limits.default_search_results, self.limits.max_search_results)
     }
 
-    /// The whole text behind a `serverfs://{workdir}/{path}` URI for
-    /// `resources/read`: the same resolver and reader as read_text_file,
-    /// capped at the read limit.
-    pub(crate) fn read_resource(
+    /// The whole text of a file, for `resources/read`: the same resolver
+    /// and reader as read_text_file, capped at the read limit.
+    pub fn read_whole_text(
         &self,
-        uri: &str,
+        alias: &str,
+        path: &str,
         deadline: &Deadline,
     ) -> Result<ResourceText, FsError> {
-        let (alias, path) = crate::uri::parse(uri)?;
-        let (root, loc) = self.workdirs.locate(&alias, &path)?;
+        let (root, loc) = self.workdirs.locate(alias, path)?;
         let (file, meta) = root.open_file(&loc)?;
         let content =
             text::read_whole(&file, meta.size, &loc, self.limits.max_read_bytes, deadline)?;
@@ -223,9 +223,26 @@ const TEXT_MIME: &str = "text/plain; charset=utf-8";
 
 /// A resource's text and MIME type.
 #[derive(Debug)]
-pub(crate) struct ResourceText {
-    pub(crate) content: String,
-    pub(crate) mime: String,
+pub struct ResourceText {
+    /// The whole text.
+    pub content: String,
+    /// Its MIME type.
+    pub mime: String,
+}
+
+impl Reported for ListWorkdirsResult {}
+impl Reported for ListDirectoryResult {}
+impl Reported for StatFileResult {}
+impl<T> Reported for Matches<T> {}
+impl Reported for ResourceText {
+    fn bytes_returned(&self) -> u64 {
+        self.content.len() as u64
+    }
+}
+impl Reported for ReadTextFileResult {
+    fn bytes_returned(&self) -> u64 {
+        self.bytes_returned
+    }
 }
 
 /// `value` (or `default`) checked to lie in `1..=max`.

@@ -1,0 +1,24 @@
+//! The shared read tools of ServerFS: the call runner (per-class admission,
+//! deadline, cancellation, one log line), the read operations
+//! (list_directory, find_files, search_text, read_text_file, stat_file and
+//! whole-file reads) over a registry of core [`serverfs_core::Root`]s, their
+//! argument and result types with JSON Schemas every client accepts, and the
+//! argument extractor that turns any malformed argument into
+//! `INVALID_ARGUMENT`.
+//!
+//! A binary builds its rmcp handler on these (serverfs-mcp's read-only one
+//! lives in that crate). Nothing here can write, rename or delete a file or
+//! run a process: the crates that could are not in its dependency graph.
+
+pub mod args;
+mod limits;
+mod ops;
+mod runner;
+pub mod schema;
+pub mod workdirs;
+
+pub use args::Args;
+pub use limits::{DEFAULT_READ_LINES, Limits};
+pub use ops::{ReadOnlyFs, ResourceText};
+pub use runner::{CallClass, CallLog, Concurrency, Reported, Runner};
+pub use workdirs::{Workdir, WorkdirError, WorkdirSpec, Workdirs};

@@ -5,7 +5,7 @@
 #   tests/interop/run.sh                 # uses target/release/serverfs-mcp
 #   SERVERFS_BIN=/path/to/bin tests/interop/run.sh
 #   BUILD=1 tests/interop/run.sh         # cargo build --release --locked -p serverfs-mcp first
-#   tests/interop/run.sh --setup-only    # only create/refresh the venv (used by scripts/bench-latency.sh)
+#   tests/interop/run.sh --setup-only    # only create/refresh the venv
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -8,8 +8,10 @@
 
 use rustix::fs::{FileType, Stat};
 
-/// The type of a filesystem entry as clients see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The type of a filesystem entry as clients see it; its serde form
+/// (`file`, `directory`, `symlink`, `special`) is the wire name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum EntryKind {
     /// Regular file.
     File,
@@ -29,16 +31,6 @@ impl EntryKind {
             FileType::Directory => Self::Directory,
             FileType::Symlink => Self::Symlink,
             _ => Self::Special,
-        }
-    }
-
-    /// `file`, `directory`, `symlink` or `special`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::File => "file",
-            Self::Directory => "directory",
-            Self::Symlink => "symlink",
-            Self::Special => "special",
         }
     }
 }
@@ -66,6 +58,25 @@ impl Meta {
             size: u64::try_from(stat.st_size).unwrap_or(0),
             modified: stat.st_mtime,
             mode: stat.st_mode & 0o7777,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clients match on these strings: pinned on the type that reaches the
+    /// wire.
+    #[test]
+    fn entry_kind_wire_names() {
+        for (kind, wire) in [
+            (EntryKind::File, "file"),
+            (EntryKind::Directory, "directory"),
+            (EntryKind::Symlink, "symlink"),
+            (EntryKind::Special, "special"),
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), wire);
         }
     }
 }

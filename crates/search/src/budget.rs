@@ -19,8 +19,10 @@ use std::time::Duration;
 
 use serverfs_core::Deadline;
 
-/// Why a find/search returned before the whole tree was seen (SPEC §2.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Why a find/search returned before the whole tree was seen (SPEC §2.3);
+/// its serde form (`SEARCH_LIMIT_REACHED`, …) is the wire name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TruncatedReason {
     /// Match `limit + 1` exists; `limit` matches are returned.
     SearchLimitReached,
@@ -28,24 +30,6 @@ pub enum TruncatedReason {
     WalkLimitReached,
     /// The deadline passed (or the call was cancelled).
     SearchTimeout,
-}
-
-impl TruncatedReason {
-    /// The wire form: `SEARCH_LIMIT_REACHED`, `WALK_LIMIT_REACHED`,
-    /// `SEARCH_TIMEOUT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SearchLimitReached => "SEARCH_LIMIT_REACHED",
-            Self::WalkLimitReached => "WALK_LIMIT_REACHED",
-            Self::SearchTimeout => "SEARCH_TIMEOUT",
-        }
-    }
-}
-
-impl std::fmt::Display for TruncatedReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// What a find/search passed over without looking inside, by reason, so
@@ -121,11 +105,17 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
+    /// Clients match on these strings: pinned on the type that reaches the
+    /// wire.
     #[test]
     fn wire_names() {
-        assert_eq!(TruncatedReason::SearchLimitReached.as_str(), "SEARCH_LIMIT_REACHED");
-        assert_eq!(TruncatedReason::WalkLimitReached.as_str(), "WALK_LIMIT_REACHED");
-        assert_eq!(TruncatedReason::SearchTimeout.to_string(), "SEARCH_TIMEOUT");
+        for (reason, wire) in [
+            (TruncatedReason::SearchLimitReached, "SEARCH_LIMIT_REACHED"),
+            (TruncatedReason::WalkLimitReached, "WALK_LIMIT_REACHED"),
+            (TruncatedReason::SearchTimeout, "SEARCH_TIMEOUT"),
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), wire);
+        }
     }
 
     #[test]

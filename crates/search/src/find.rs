@@ -25,12 +25,13 @@ use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
 use crate::cursor::{Position, QueryKey};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
-/// One find_files result.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One found entry (also its wire form).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct FoundEntry {
-    /// Relative to the workdir root.
+    /// Path relative to the workdir root.
     pub path: String,
-    /// From `lstat` beneath the root handle.
+    /// Entry type, from `lstat` beneath the root handle.
+    #[serde(rename = "type")]
     pub kind: EntryKind,
 }
 

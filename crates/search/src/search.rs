@@ -60,14 +60,15 @@ pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// One search_text result.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One matching line (also its wire form).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct TextMatch {
-    /// Relative to the workdir root.
+    /// Path relative to the workdir root.
     pub path: String,
-    /// 1-based line number.
+    /// Line number, from 1.
     pub line: u64,
-    /// The line, or at most [`MAX_TEXT_BYTES`] of it around the match.
+    /// The line without its terminator, cut to at most 500 bytes around the
+    /// match.
     pub text: String,
 }
 

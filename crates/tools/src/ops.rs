@@ -13,9 +13,9 @@ use crate::runner::Reported;
 use serverfs_search::{Budget, SearchQuery};
 
 use crate::schema::{
-    DirectoryEntry, FindFilesArgs, FindFilesResult, FoundEntry, ListDirectoryArgs,
-    ListDirectoryResult, ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult,
-    SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult, TextMatch, WorkdirInfo,
+    DirectoryEntry, FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult,
+    ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
+    SearchTextResult, StatFileArgs, StatFileResult, WorkdirInfo,
 };
 use crate::workdirs::Workdirs;
 
@@ -162,7 +162,7 @@ impl ReadOnlyFs {
             args.cursor.as_deref(),
             budget,
         )?;
-        Ok(Matches::from_outcome(found, |m| FoundEntry { path: m.path, kind: m.kind.into() }))
+        Ok(Matches::from_outcome(found))
     }
 
     pub fn search_text(
@@ -182,7 +182,7 @@ impl ReadOnlyFs {
             cursor: args.cursor.as_deref(),
         };
         let found = serverfs_search::search_text(root, &loc, &query, budget)?;
-        Ok(Matches::from_outcome(found, |m| TextMatch { path: m.path, line: m.line, text: m.text }))
+        Ok(Matches::from_outcome(found))
     }
 
     /// The budget of one find/search call under its deadline.

@@ -23,6 +23,8 @@ use schemars::transform::{Transform, transform_subschemas};
 use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serverfs_core::EntryKind;
+pub use serverfs_search::{FoundEntry, TextMatch, TruncatedReason};
 
 /// The `inputSchema` of a tool whose arguments are `T` (what `T`
 /// deserialises from).
@@ -205,7 +207,7 @@ pub struct DirectoryEntry {
 pub struct EntryMeta {
     /// Entry type (a symlink is reported as such, never followed).
     #[serde(rename = "type")]
-    pub kind: EntryType,
+    pub kind: EntryKind,
     /// Size in bytes (files only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
@@ -215,32 +217,7 @@ pub struct EntryMeta {
 
 impl From<serverfs_core::entries::EntryInfo> for EntryMeta {
     fn from(info: serverfs_core::entries::EntryInfo) -> Self {
-        Self { kind: info.kind.into(), size: info.size, modified_at: info.modified_at }
-    }
-}
-
-/// Entry types.
-#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum EntryType {
-    /// Regular file.
-    File,
-    /// Directory.
-    Directory,
-    /// Symbolic link (listed, never followed; its target is not revealed).
-    Symlink,
-    /// FIFO, socket or device.
-    Special,
-}
-
-impl From<serverfs_core::EntryKind> for EntryType {
-    fn from(kind: serverfs_core::EntryKind) -> Self {
-        match kind {
-            serverfs_core::EntryKind::File => Self::File,
-            serverfs_core::EntryKind::Directory => Self::Directory,
-            serverfs_core::EntryKind::Symlink => Self::Symlink,
-            serverfs_core::EntryKind::Special => Self::Special,
-        }
+        Self { kind: info.kind, size: info.size, modified_at: info.modified_at }
     }
 }
 
@@ -291,38 +268,6 @@ pub struct FindFilesArgs {
     pub cursor: Option<String>,
 }
 
-/// One found entry.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct FoundEntry {
-    /// Path relative to the workdir root.
-    pub path: String,
-    /// Entry type.
-    #[serde(rename = "type")]
-    pub kind: EntryType,
-}
-
-/// Why a search stopped early.
-#[derive(Clone, Copy, Debug, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum TruncatedReason {
-    /// More matches exist than `limit`.
-    SearchLimitReached,
-    /// The walk visited the configured maximum of entries.
-    WalkLimitReached,
-    /// The search ran out of time.
-    SearchTimeout,
-}
-
-impl From<serverfs_search::TruncatedReason> for TruncatedReason {
-    fn from(reason: serverfs_search::TruncatedReason) -> Self {
-        match reason {
-            serverfs_search::TruncatedReason::SearchLimitReached => Self::SearchLimitReached,
-            serverfs_search::TruncatedReason::WalkLimitReached => Self::WalkLimitReached,
-            serverfs_search::TruncatedReason::SearchTimeout => Self::SearchTimeout,
-        }
-    }
-}
-
 /// What find_files and search_text return.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(rename = "{T}Matches")]
@@ -364,17 +309,14 @@ impl From<serverfs_search::Skipped> for SkippedCounts {
 }
 
 impl<T> Matches<T> {
-    /// From the search library's outcome, converting each match.
-    pub(crate) fn from_outcome<S>(
-        outcome: serverfs_search::Outcome<S>,
-        convert: impl Fn(S) -> T,
-    ) -> Self {
-        let matches: Vec<T> = outcome.matches.into_iter().map(convert).collect();
+    /// From the search library's outcome (its match types are the wire's).
+    pub(crate) fn from_outcome(outcome: serverfs_search::Outcome<T>) -> Self {
+        let matches = outcome.matches;
         Self {
             returned: matches.len() as u64,
             matches,
             truncated: outcome.truncated_reason.is_some(),
-            truncated_reason: outcome.truncated_reason.map(Into::into),
+            truncated_reason: outcome.truncated_reason,
             skipped: outcome.skipped.into(),
             next_cursor: outcome.next_cursor,
         }
@@ -414,18 +356,6 @@ pub struct SearchTextArgs {
 
 fn yes() -> bool {
     true
-}
-
-/// One matching line.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct TextMatch {
-    /// Path relative to the workdir root.
-    pub path: String,
-    /// Line number, from 1.
-    pub line: u64,
-    /// The line without its terminator, cut to at most 500 bytes around the
-    /// match.
-    pub text: String,
 }
 
 /// search_text result.

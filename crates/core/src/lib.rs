@@ -12,7 +12,6 @@
 //! This crate has no write API: nothing in it creates, modifies or removes
 //! a file.
 
-pub mod config;
 pub mod deadline;
 pub mod entries;
 pub mod error;
@@ -21,7 +20,6 @@ pub mod policy;
 pub mod sandbox;
 pub mod text;
 
-pub use config::Limits;
 pub use deadline::{Deadline, Stop};
 pub use error::{ErrorCode, FsError};
 pub use path::RelPath;

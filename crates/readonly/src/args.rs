@@ -210,7 +210,7 @@ mod tests {
             ),
             (
                 json!({"workdir": "w", "path": "p", "start_line": 1.5}),
-                "start_line: expected an integer of at least 1; got 1.5.",
+                "start_line: expected an integer from -9007199254740991 to 9007199254740991; got 1.5.",
             ),
             (
                 json!({"workdir": "w", "path": "p", "max_lines": "5"}),

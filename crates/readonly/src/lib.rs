@@ -8,12 +8,14 @@
 //! that could are not in its dependency graph.
 
 mod args;
+mod limits;
 mod ops;
 mod runner;
 pub mod schema;
 mod server;
 pub mod uri;
 
+pub use limits::{DEFAULT_READ_LINES, Limits};
 pub use ops::ReadOnlyFs;
 pub use runner::Concurrency;
 pub use server::{INSTRUCTIONS, ReadOnlyServer};

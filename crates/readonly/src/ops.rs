@@ -5,7 +5,9 @@ use std::num::NonZeroI64;
 
 use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{Deadline, EntryKind, FsError, Limits, Sandbox};
+use serverfs_core::{Deadline, EntryKind, FsError, Sandbox};
+
+use crate::limits::Limits;
 
 use serverfs_search::{Budget, SearchQuery};
 
@@ -150,7 +152,14 @@ impl ReadOnlyFs {
         let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
         let loc = self.sandbox.locate(&args.workdir, &args.path)?;
-        let found = serverfs_search::find_files(&self.sandbox, &loc, &args.pattern, limit, budget)?;
+        let found = serverfs_search::find_files(
+            &self.sandbox,
+            &loc,
+            &args.pattern,
+            limit,
+            args.cursor.as_deref(),
+            budget,
+        )?;
         Ok(Matches::from_outcome(found, |m| FoundEntry { path: m.path, kind: m.kind.into() }))
     }
 
@@ -168,6 +177,7 @@ impl ReadOnlyFs {
             case_sensitive: args.case_sensitive,
             limit,
             max_file_bytes: self.limits.search_max_file_bytes,
+            cursor: args.cursor.as_deref(),
         };
         let found = serverfs_search::search_text(&self.sandbox, &loc, &query, budget)?;
         Ok(Matches::from_outcome(found, |m| TextMatch { path: m.path, line: m.line, text: m.text }))

@@ -285,6 +285,10 @@ pub struct FindFilesArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
+    /// Continue a cut-short answer: the previous result's `next_cursor`,
+    /// with the same other arguments (`limit` may change).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// One found entry.
@@ -335,6 +339,10 @@ pub struct Matches<T> {
     /// What was passed over without being searched: a search with no match
     /// but a non-zero count here did not see everything.
     pub skipped: SkippedCounts,
+    /// When truncated: pass as `cursor`, with the same other arguments, to
+    /// continue exactly where this answer stopped (no duplicate, no gap);
+    /// null otherwise.
+    pub next_cursor: Option<String>,
 }
 
 /// Files and directories a find/search passed over, by reason.
@@ -368,6 +376,7 @@ impl<T> Matches<T> {
             truncated: outcome.truncated_reason.is_some(),
             truncated_reason: outcome.truncated_reason.map(Into::into),
             skipped: outcome.skipped.into(),
+            next_cursor: outcome.next_cursor,
         }
     }
 }
@@ -397,6 +406,10 @@ pub struct SearchTextArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
+    /// Continue a cut-short answer: the previous result's `next_cursor`,
+    /// with the same other arguments (`limit` may change).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 fn yes() -> bool {
@@ -432,6 +445,8 @@ pub struct ReadTextFileArgs {
     /// an extra line). A negative start before the first line starts at the
     /// first line. 0 is invalid.
     #[serde(default)]
+    // JSON's exactly representable integers: what every client can send.
+    #[schemars(range(min = -9_007_199_254_740_991_i64, max = 9_007_199_254_740_991_i64))]
     pub start_line: Option<i64>,
     /// Maximum lines to return (default 200, capped by the server).
     #[serde(default)]

@@ -15,11 +15,13 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     ErrorCode as RpcErrorCode, Implementation, JsonObject, ListResourceTemplatesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serverfs_core::{ErrorCode, FsError, Limits};
+use serverfs_core::{ErrorCode, FsError};
+
+use crate::limits::Limits;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::Args;
@@ -75,6 +77,7 @@ impl ReadOnlyServer {
     /// Serves `fs`, admitting calls within `concurrency`.
     pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
         let mut tool_router = Self::tool_router();
+        stamp_read_only(&mut tool_router);
         publish_configured_maxima(&mut tool_router, fs.limits());
         Self { runner: Arc::new(Runner::new(fs, concurrency)), tool_router: Arc::new(tool_router) }
     }
@@ -83,13 +86,7 @@ impl ReadOnlyServer {
         description = "List the configured workdirs (name and description). Call this first when you do not know which workdirs exist.",
         input_schema = input_schema::<ListWorkdirsArgs>(),
         output_schema = output_schema::<ListWorkdirsResult>(),
-        annotations(
-            title = "List workdirs",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "List workdirs",
     )]
     async fn list_workdirs(
         &self,
@@ -105,13 +102,7 @@ impl ReadOnlyServer {
         description = "List one directory of a workdir, sorted by name, one page at a time (offset/limit). Symlinks are listed as type symlink and never followed; hidden and credential files are left out.",
         input_schema = input_schema::<ListDirectoryArgs>(),
         output_schema = output_schema::<ListDirectoryResult>(),
-        annotations(
-            title = "List directory",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "List directory",
     )]
     async fn list_directory(
         &self,
@@ -134,13 +125,7 @@ impl ReadOnlyServer {
         description = "Find files and directories by name below a directory of a workdir. pattern is a glob on the entry name (*.py, *compose*.yml, {a,b}.txt); a pattern with / matches the path relative to path (** allowed). Depth-first, names in byte order; stops at limit. Hidden and credential files are skipped; symlinks are never followed.",
         input_schema = input_schema::<FindFilesArgs>(),
         output_schema = output_schema::<FindFilesResult>(),
-        annotations(
-            title = "Find files",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "Find files",
     )]
     async fn find_files(
         &self,
@@ -161,13 +146,7 @@ impl ReadOnlyServer {
         description = "Search the text of files below a path of a workdir for a literal string (not a regular expression). Returns matching lines (path, line number, text cut to 500 bytes) in walk order then line order, at most limit. glob filters file names. Binary, special, hidden, credential and very large files are skipped.",
         input_schema = input_schema::<SearchTextArgs>(),
         output_schema = output_schema::<SearchTextResult>(),
-        annotations(
-            title = "Search text",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "Search text",
     )]
     async fn search_text(
         &self,
@@ -188,13 +167,7 @@ impl ReadOnlyServer {
         description = "Read a UTF-8 text file of a workdir, a page of lines at a time (start_line, max_lines). Line endings are kept. Continue with next_start_line while has_more is true. A negative start_line counts from the end, like tail: -1 is the last line, start_line=-200 with max_lines=200 gives the last 200 lines (fewer if the file is shorter), read from the end without scanning the file; positions in the result are then negative too.",
         input_schema = input_schema::<ReadTextFileArgs>(),
         output_schema = output_schema::<ReadTextFileResult>(),
-        annotations(
-            title = "Read text file",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "Read text file",
     )]
     async fn read_text_file(
         &self,
@@ -215,13 +188,7 @@ impl ReadOnlyServer {
         description = "Metadata of one path in a workdir: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name.",
         input_schema = input_schema::<StatFileArgs>(),
         output_schema = output_schema::<StatFileResult>(),
-        annotations(
-            title = "Stat file",
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
+        title = "Stat file",
     )]
     async fn stat_file(
         &self,
@@ -340,6 +307,22 @@ impl ServerHandler for ReadOnlyServer {
 /// Limits configurable at start-up, by tool and argument: `tools/list`
 /// publishes the configured maximum (the schema types carry the defaults'
 /// ceilings), and [`Args`] enforces exactly what is published.
+/// Every tool this server has is read-only, closed-world and idempotent:
+/// stamped on each route here, once, rather than repeated per tool, so a
+/// tool added later cannot forget it.
+fn stamp_read_only(router: &mut ToolRouter<ReadOnlyServer>) {
+    for route in router.map.values_mut() {
+        let annotations = ToolAnnotations::from_raw(
+            route.attr.title.clone(),
+            Some(true),
+            Some(false),
+            Some(true),
+            Some(false),
+        );
+        route.attr.annotations = Some(annotations);
+    }
+}
+
 fn publish_configured_maxima(router: &mut ToolRouter<ReadOnlyServer>, limits: &Limits) {
     let maxima = [
         ("list_directory", "limit", limits.max_list_entries),
@@ -368,4 +351,26 @@ fn resource_error(e: &FsError, uri: &str) -> ErrorData {
         _ => RpcErrorCode::INVALID_PARAMS,
     };
     ErrorData::new(code, e.to_string(), Some(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The invariant, on the router the server really serves.
+    #[test]
+    fn every_tool_is_read_only_closed_world_and_non_destructive() {
+        let mut router = ReadOnlyServer::tool_router();
+        stamp_read_only(&mut router);
+        let tools = router.list_all();
+        assert_eq!(tools.len(), 6);
+        for tool in tools {
+            let a = tool.annotations.as_ref().expect("annotations");
+            assert_eq!(a.read_only_hint, Some(true), "{}", tool.name);
+            assert_eq!(a.destructive_hint, Some(false), "{}", tool.name);
+            assert_eq!(a.idempotent_hint, Some(true), "{}", tool.name);
+            assert_eq!(a.open_world_hint, Some(false), "{}", tool.name);
+            assert!(a.title.is_some() && a.title == tool.title, "{}", tool.name);
+        }
+    }
 }

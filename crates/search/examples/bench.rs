@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serverfs_core::{Limits, Policy, Sandbox, WorkdirSpec};
+use serverfs_core::{Policy, Sandbox, WorkdirSpec};
 use serverfs_search::{Budget, SearchQuery, find_files, search_text};
 
 fn main() -> ExitCode {
@@ -58,7 +58,8 @@ fn main() -> ExitCode {
                 glob: None,
                 case_sensitive: true,
                 limit,
-                max_file_bytes: Limits::default().search_max_file_bytes,
+                max_file_bytes: 52_428_800, // the server's default
+                cursor: None,
             };
             search_text(&sandbox, &start, &q, &budget).map(|o| {
                 if print {
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
                 (o.matches.len(), o.truncated_reason)
             })
         }
-        "find" => find_files(&sandbox, &start, what, limit, &budget).map(|o| {
+        "find" => find_files(&sandbox, &start, what, limit, None, &budget).map(|o| {
             if print {
                 for m in &o.matches {
                     let _ = writeln!(out, "{}", m.path);

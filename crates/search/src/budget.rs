@@ -70,6 +70,9 @@ pub struct Outcome<T> {
     pub truncated_reason: Option<TruncatedReason>,
     /// What was passed over.
     pub skipped: Skipped,
+    /// Set exactly when `truncated_reason` is: pass it back as `cursor`
+    /// with the same arguments to continue where this call stopped.
+    pub next_cursor: Option<String>,
 }
 
 /// Limits of one call: a walk-entry cap and the call's [`Deadline`]. Build

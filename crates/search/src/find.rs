@@ -14,10 +14,15 @@
 //! - Stops at match `limit + 1` (`SEARCH_LIMIT_REACHED`, `limit` returned),
 //!   at the walk limit or at the deadline/cancel; exactly `limit` matches in
 //!   the whole tree is not truncated.
+//! - Paged: whenever it stops early the outcome has a `next_cursor`, and
+//!   the call with that cursor continues after the last match returned
+//!   (limit) or the last entry visited (walk limit, deadline), so pages
+//!   concatenate to the unlimited answer (see the `cursor` module).
 
 use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
 
 use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
+use crate::cursor::{Position, QueryKey};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// One find_files result.
@@ -32,10 +37,12 @@ pub struct FoundEntry {
 /// What find_files returns.
 pub type FindOutcome = Outcome<FoundEntry>;
 
-/// Finds entries below the directory `start` matching `pattern`.
+/// Finds entries below the directory `start` matching `pattern`, after
+/// `cursor` (a `next_cursor` of the same query) when given.
 ///
 /// # Errors
-/// `INVALID_ARGUMENT` (bad glob, `limit` 0); `NOT_A_DIRECTORY`,
+/// `INVALID_ARGUMENT` (bad glob, `limit` 0, a cursor that is malformed or
+/// from another query); `NOT_A_DIRECTORY`,
 /// `SYMLINK_NOT_ALLOWED`, `PATH_NOT_FOUND`, … for `start`. Entries that fail
 /// during the walk are skipped, never an error.
 pub fn find_files(
@@ -43,41 +50,49 @@ pub fn find_files(
     start: &Location<'_>,
     pattern: &str,
     limit: u64,
+    cursor: Option<&str>,
     budget: &Budget,
 ) -> Result<FindOutcome, FsError> {
     if limit == 0 {
         return Err(FsError::invalid("limit must be at least 1."));
     }
     let glob = NameGlob::new(pattern, "pattern")?;
+    let key = QueryKey::new("find_files", start, &[Some(pattern)]);
+    let resume = cursor.map(|c| Position::decode(c, key, start)).transpose()?;
+    // Cursors never point inside an entry here (only search_text's do).
+    if resume.as_ref().is_some_and(|pos| pos.line.is_some()) {
+        return Err(FsError::invalid("cursor: not a find_files cursor."));
+    }
     let root = sandbox.walk_root(start)?;
-    let mut matches = Vec::new();
+    let mut matches: Vec<FoundEntry> = Vec::new();
     let mut unconfirmed = 0;
-    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget);
+    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget, resume.as_ref());
+    // The last entry dealt with: where a walk-limit or deadline stop resumes.
+    let mut last = resume.map_or_else(|| start.path().as_relative(), |pos| pos.path);
     let truncated_reason = loop {
         let entry = match walk.next_step() {
             Step::Entry(entry) => entry,
             Step::Stop(reason) => break Some(reason),
             Step::Done => break None,
         };
-        if !glob.is_match(entry.below_start(), entry.name()) {
-            continue;
-        }
-        let kind = match confirm(sandbox, start, entry.rel_path()) {
-            Ok(kind) => kind,
-            // Gone since the walker saw it: the answer reflects the tree now.
-            Err(Some(ErrorCode::PathNotFound)) => continue,
-            Err(_) => {
-                unconfirmed += 1;
-                continue;
+        if glob.is_match(entry.below_start(), entry.name()) {
+            match confirm(sandbox, start, entry.rel_path()) {
+                Ok(_) if matches.len() as u64 == limit => {
+                    break Some(TruncatedReason::SearchLimitReached);
+                }
+                Ok(kind) => matches.push(FoundEntry { path: entry.relative.clone(), kind }),
+                // Gone since the walker saw it: the answer reflects the tree now.
+                Err(Some(ErrorCode::PathNotFound)) => {}
+                Err(_) => unconfirmed += 1,
             }
-        };
-        if matches.len() as u64 == limit {
-            break Some(TruncatedReason::SearchLimitReached);
         }
-        matches.push(FoundEntry { path: entry.relative, kind });
+        last = entry.relative;
     };
     let skipped = Skipped { unreadable: walk.unreadable() + unconfirmed, ..Skipped::default() };
-    Ok(FindOutcome { matches, truncated_reason, skipped })
+    // After a limit stop `last` is the entry before the one holding the
+    // surplus match, so the next page starts with that match.
+    let next_cursor = truncated_reason.map(|_| Position { path: last, line: None }.encode(key));
+    Ok(FindOutcome { matches, truncated_reason, skipped, next_cursor })
 }
 
 /// The entry's type by `lstat` beneath the root handle, or the code of the

@@ -13,10 +13,13 @@
 //! - Every call is bounded by a [`Budget`]: `limit + 1` matches, the walk
 //!   entry cap, the deadline and a cancel flag, checked per entry and per
 //!   read inside a file.
+//! - Paged by opaque cursors bound to their query: pages concatenate to
+//!   the unlimited answer (`cursor` module).
 //! - Plain synchronous code: run it on a blocking thread and set the
 //!   budget's cancel flag to stop it.
 
 pub mod budget;
+mod cursor;
 pub mod find;
 pub mod search;
 pub mod walk;

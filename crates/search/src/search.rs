@@ -28,6 +28,13 @@
 //!   skipped.
 //! - The deadline and cancel flag are checked per walked entry and per read
 //!   inside a file.
+//! - Paged: whenever it stops early the outcome has a `next_cursor` naming
+//!   a file and a line. After a limit stop the next page starts at the
+//!   first matching line not returned, inside the same file if that is
+//!   where the surplus match was; after a deadline stop inside a file (whose
+//!   matches were held back) the file is searched again on the next page;
+//!   after a walk-limit stop the walk resumes after the last entry visited.
+//!   Pages concatenate to the unlimited answer (see the `cursor` module).
 
 use std::io::{self, Read};
 use std::ops::Range;
@@ -40,6 +47,7 @@ use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
 use serverfs_core::deadline::{DeadlineReader, is_deadline_stop};
 
 use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
+use crate::cursor::{Position, QueryKey};
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// Longest accepted query, in characters.
@@ -79,6 +87,9 @@ pub struct SearchQuery<'q> {
     pub limit: u64,
     /// Larger files are skipped.
     pub max_file_bytes: u64,
+    /// Continue after a previous page: its `next_cursor`, from a call with
+    /// the same query, glob, case and start.
+    pub cursor: Option<&'q str>,
 }
 
 /// Searches the files below `start` (a directory), or `start` itself when
@@ -86,7 +97,8 @@ pub struct SearchQuery<'q> {
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` (query empty, too long, with a line break or NUL; bad
-/// glob; `limit` 0); for `start`: `SYMLINK_NOT_ALLOWED`,
+/// glob; `limit` 0; a cursor that is malformed or from another query); for
+/// `start`: `SYMLINK_NOT_ALLOWED`,
 /// `UNSUPPORTED_FILE_TYPE` (FIFO, socket, device), `PATH_NOT_FOUND`, ….
 /// Files that fail during the walk are counted in `skipped`, never an error;
 /// when `start` is a file that cannot be searched, the reason is the error
@@ -102,6 +114,9 @@ pub fn search_text(
     }
     let matcher = build_matcher(args.query, args.case_sensitive)?;
     let glob = args.glob.map(|g| NameGlob::new(g, "glob")).transpose()?;
+    let case = if args.case_sensitive { "case-sensitive" } else { "case-insensitive" };
+    let key = QueryKey::new("search_text", start, &[Some(args.query), args.glob, Some(case)]);
+    let resume = args.cursor.map(|c| Position::decode(c, key, start)).transpose()?;
     let mut run = Run {
         sandbox,
         matcher: &matcher,
@@ -120,15 +135,32 @@ pub fn search_text(
         skipped: Skipped::default(),
     };
 
+    // Where a stop that is not at a match resumes: the last entry dealt
+    // with, or the file the deadline interrupted.
+    let start_path = start.path().as_relative();
+    let mut last = resume.clone().unwrap_or(Position { path: start_path.clone(), line: None });
+
     let start_kind = EntryKind::from_stat(&sandbox.inspect(start)?);
     if start_kind == EntryKind::File {
+        let from_line = match &resume {
+            None => 0,
+            Some(pos) if pos.path != start_path => {
+                return Err(FsError::invalid(
+                    "cursor: it names a position outside the searched file.",
+                ));
+            }
+            Some(Position { line: Some(n), .. }) => *n,
+            // Past the file: nothing is left.
+            Some(Position { line: None, .. }) => return Ok(run.finish(None, last, key)),
+        };
         let name = start.path().file_name().unwrap_or_default();
         let stop = match &glob {
             Some(g) if !g.is_match(name, name) => None,
             // The one file asked for: why it cannot be searched is the answer.
-            _ => run.search_file(start.clone()).map_err(NotSearched::into_error)?,
+            _ => run.search_file(start.clone(), from_line).map_err(NotSearched::into_error)?,
         };
-        return Ok(run.finish(stop));
+        last.line = Some(from_line);
+        return Ok(run.finish(stop, last, key));
     }
     if start_kind == EntryKind::Special {
         return Err(FsError::new(
@@ -139,33 +171,41 @@ pub fn search_text(
     // Directories pass; symlinks get the resolver's error.
     let root = sandbox.walk_root(start)?;
 
-    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget);
+    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget, resume.as_ref());
+    // Only the first entry can be the cursor's file, searched again from a
+    // line on.
+    let mut resume = resume.filter(|pos| pos.line.is_some());
     let stop = loop {
         let entry = match walk.next_step() {
             Step::Entry(entry) => entry,
             Step::Stop(reason) => break Some(reason),
             Step::Done => break None,
         };
+        let from_line = match resume.take() {
+            Some(Position { path, line: Some(n) }) if path == entry.relative => n,
+            _ => 0,
+        };
         // The walker's type is only a hint for skipping cheaply; the type
         // that counts is checked on the opened handle.
-        if !entry.looks_like_file()
-            || glob.as_ref().is_some_and(|g| !g.is_match(entry.below_start(), entry.name()))
-        {
-            continue;
+        let wanted = entry.looks_like_file()
+            && glob.as_ref().is_none_or(|g| g.is_match(entry.below_start(), entry.name()));
+        let loc = wanted
+            .then(|| entry.rel_path().and_then(|p| sandbox.locate_walked(start.workdir(), p).ok()))
+            .flatten();
+        if let Some(loc) = loc {
+            match run.search_file(loc, from_line) {
+                Ok(Some(reason)) => {
+                    last = Position { path: entry.relative, line: Some(from_line) };
+                    break Some(reason);
+                }
+                Ok(None) => {}
+                Err(not_searched) => run.count(&not_searched),
+            }
         }
-        let Some(loc) =
-            entry.rel_path().and_then(|p| sandbox.locate_walked(start.workdir(), p).ok())
-        else {
-            continue;
-        };
-        match run.search_file(loc) {
-            Ok(Some(reason)) => break Some(reason),
-            Ok(None) => {}
-            Err(not_searched) => run.count(&not_searched),
-        }
+        last = Position { path: entry.relative, line: None };
     };
     run.skipped.unreadable += walk.unreadable();
-    Ok(run.finish(stop))
+    Ok(run.finish(stop, last, key))
 }
 
 /// Literal, line-oriented, optionally Unicode case-insensitive.
@@ -233,9 +273,13 @@ impl NotSearched {
 }
 
 impl Run<'_, '_> {
-    /// Searches one file; `Ok(Some(reason))` when the whole search must
-    /// stop.
-    fn search_file(&mut self, loc: Location<'_>) -> Result<Option<TruncatedReason>, NotSearched> {
+    /// Searches one file, reporting matching lines after `from_line`;
+    /// `Ok(Some(reason))` when the whole search must stop.
+    fn search_file(
+        &mut self,
+        loc: Location<'_>,
+        from_line: u64,
+    ) -> Result<Option<TruncatedReason>, NotSearched> {
         let (file, stat) = self.sandbox.open_file(&loc).map_err(|e| match e.code() {
             ErrorCode::PathNotFound => NotSearched::Gone(e),
             _ => NotSearched::Unreadable(e),
@@ -252,7 +296,7 @@ impl Run<'_, '_> {
         let path = loc.path().as_relative();
         let room = self.limit + 1 - self.matches.len();
         let reader = DeadlineReader::new(file.take(self.max_file_bytes), self.budget.deadline());
-        match scan(&mut self.searcher, self.matcher, reader, &path, room) {
+        match scan(&mut self.searcher, self.matcher, reader, &path, from_line, room) {
             Scanned::Text(found) => {
                 self.matches.extend(found);
                 Ok((self.matches.len() > self.limit).then_some(TruncatedReason::SearchLimitReached))
@@ -280,9 +324,32 @@ impl Run<'_, '_> {
         }
     }
 
-    fn finish(mut self, stop: Option<TruncatedReason>) -> SearchOutcome {
+    /// The outcome of a search that stopped for `stop` (`None`: the end)
+    /// with `last` dealt with.
+    fn finish(
+        mut self,
+        stop: Option<TruncatedReason>,
+        last: Position,
+        key: QueryKey,
+    ) -> SearchOutcome {
         self.matches.truncate(self.limit);
-        SearchOutcome { matches: self.matches, truncated_reason: stop, skipped: self.skipped }
+        let next_cursor = stop.map(|reason| {
+            let at = match (reason, self.matches.last()) {
+                // Resume right after the last line returned: the surplus
+                // match may be further down the same file.
+                (TruncatedReason::SearchLimitReached, Some(m)) => {
+                    Position { path: m.path.clone(), line: Some(m.line) }
+                }
+                _ => last,
+            };
+            at.encode(key)
+        });
+        SearchOutcome {
+            matches: self.matches,
+            truncated_reason: stop,
+            skipped: self.skipped,
+            next_cursor,
+        }
     }
 }
 
@@ -299,17 +366,19 @@ enum Scanned {
     Stop(TruncatedReason),
 }
 
-/// Searches `reader` for at most `room` matching lines, then makes sure the
-/// file is text.
+/// Searches `reader` for at most `room` matching lines after line
+/// `from_line`, then makes sure the file is text.
 fn scan<R: Read>(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
     reader: DeadlineReader<'_, R>,
     path: &str,
+    from_line: u64,
     room: usize,
 ) -> Scanned {
     let mut reader = reader;
-    let mut sink = FileSink { matcher, path, room, found: Vec::new(), full: false, binary: false };
+    let mut sink =
+        FileSink { matcher, path, from_line, room, found: Vec::new(), full: false, binary: false };
     if let Err(err) = searcher.search_reader(matcher, &mut reader, &mut sink) {
         return if is_deadline_stop(&err) {
             Scanned::Stop(TruncatedReason::SearchTimeout)
@@ -356,6 +425,8 @@ fn contains_nul<R: Read>(reader: &mut R) -> io::Result<bool> {
 struct FileSink<'a> {
     matcher: &'a RegexMatcher,
     path: &'a str,
+    /// Lines up to this one were returned by an earlier page.
+    from_line: u64,
     room: usize,
     found: Vec<TextMatch>,
     full: bool,
@@ -367,6 +438,9 @@ impl Sink for FileSink<'_> {
 
     fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
         let line_number = mat.line_number().unwrap_or(0);
+        if line_number <= self.from_line {
+            return Ok(true);
+        }
         let mut line = strip_terminator(mat.bytes());
         if line_number == 1 {
             line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
@@ -468,7 +542,7 @@ mod tests {
             .heap_limit(Some(MAX_LINE_BYTES))
             .build();
         let budget = Budget::new(1, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
-        scan(&mut searcher, &matcher, DeadlineReader::new(data, budget.deadline()), "f", room)
+        scan(&mut searcher, &matcher, DeadlineReader::new(data, budget.deadline()), "f", 0, room)
     }
 
     fn lines(s: &Scanned) -> Vec<(u64, String)> {
@@ -576,8 +650,14 @@ mod tests {
         };
         let t = Instant::now();
         let endless = io::repeat(b'\n').take(u64::MAX);
-        let out =
-            scan(&mut searcher, &matcher, DeadlineReader::new(endless, budget.deadline()), "f", 1);
+        let out = scan(
+            &mut searcher,
+            &matcher,
+            DeadlineReader::new(endless, budget.deadline()),
+            "f",
+            0,
+            1,
+        );
         assert_eq!(out, Scanned::Stop(TruncatedReason::SearchTimeout));
         assert!(t.elapsed() < Duration::from_secs(5));
         setter.join().unwrap();

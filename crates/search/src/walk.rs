@@ -11,9 +11,16 @@
 //!   not UTF-8 are left out the same way (they cannot be named to a client).
 //!   Symlinks are yielded as entries and never followed. No gitignore or
 //!   other ignore file is read.
-//! - Budget: every yielded entry counts against `max_walk_entries`, and the
-//!   deadline/cancel flag is checked before each step.
-//!
+//! - Budget: every yielded entry (and every read error) counts against
+//!   `max_walk_entries`, and the deadline/cancel flag is checked before
+//!   each step. The cap stops a walk only once it has yielded an entry, so
+//!   that every page of a paged search moves its cursor forward.
+//! - Resumable (see the `cursor` module): a walk resumed at a position
+//!   yields exactly the entries after it in walk order, without revisiting
+//!   the rest: a directory sorting wholly before the position is pruned
+//!   (listed once by the walker, its subtree never entered), files before
+//!   it are never yielded (so never opened), and the few directories above
+//!   the position are passed through without being yielded or counted.
 //! - Anchored: the walk starts at the core's [`WalkRoot`], the start
 //!   directory as the resolver opened it (`/proc/self/fd/N`), never at a
 //!   host path that may have been renamed or retargeted since start-up.
@@ -32,15 +39,19 @@
 //! [`Sandbox`]: serverfs_core::Sandbox
 //! [`WalkRoot`]: serverfs_core::WalkRoot
 
+use std::cmp::Ordering;
 use std::fs::FileType;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::{Walk, WalkBuilder};
 use serverfs_core::{FsError, Location, RelPath, WalkRoot};
 
 use crate::budget::{Budget, TruncatedReason};
+use crate::cursor::{Position, is_self_or_ancestor, walk_order};
 
 /// Longest accepted glob, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1000;
@@ -146,28 +157,44 @@ pub(crate) struct TreeWalk<'b> {
     walk_root: PathBuf,
     /// `start/` (or empty at the workdir root).
     prefix: String,
+    /// While resuming: the position's path below the start, and whether
+    /// the entry at it is yielded again (a file searched from a line on).
+    resume: Option<(String, bool)>,
     visited: u64,
+    yielded: bool,
     unreadable: u64,
     budget: &'b Budget,
 }
 
 impl<'b> TreeWalk<'b> {
-    /// Walks below `start`, opened by the resolver as `root`.
+    /// Walks below `start`, opened by the resolver as `root`; after
+    /// `resume` when given (a position at or below `start`, as
+    /// [`Position::decode`] checked).
     pub(crate) fn new(
         sandbox_policy: &serverfs_core::Policy,
         start: &Location<'_>,
         root: &WalkRoot,
         budget: &'b Budget,
+        resume: Option<&Position>,
     ) -> Self {
         let start_rel = start.path().as_relative();
         let walk_root = root.path().to_path_buf();
         let prefix = if start_rel.is_empty() { String::new() } else { format!("{start_rel}/") };
+        let resume = resume.map(|pos| {
+            let below = pos.path.strip_prefix(&prefix).unwrap_or_default();
+            (below.to_owned(), pos.line.is_some())
+        });
 
         // The filter must be 'static: it owns a clone of the policy and
         // the two strings it needs to rebuild an entry's relative path.
         let policy = sandbox_policy.clone();
         let filter_root = walk_root.clone();
         let filter_prefix = prefix.clone();
+        // Entries come to the filter in walk order, so once one sorts after
+        // the resume position all later ones do too and the comparison
+        // stops (`passed`).
+        let cut =
+            resume.as_ref().map(|(below, _)| (below.clone(), Arc::new(AtomicBool::new(false))));
         let mut builder = WalkBuilder::new(&walk_root);
         builder
             .standard_filters(false)
@@ -184,6 +211,17 @@ impl<'b> TreeWalk<'b> {
                 let Some(below) = below_root(&filter_root, entry.path()) else {
                     return false;
                 };
+                if let Some((after, passed)) = &cut
+                    && !passed.load(AtomicOrdering::Relaxed)
+                {
+                    match walk_order(below, after) {
+                        // Before the position and not above it: this entry
+                        // and its whole subtree were dealt with.
+                        Ordering::Less if !is_self_or_ancestor(below, after) => return false,
+                        Ordering::Greater => passed.store(true, AtomicOrdering::Relaxed),
+                        _ => {}
+                    }
+                }
                 let name = below.rsplit('/').next().unwrap_or(below);
                 if filter_prefix.is_empty() {
                     policy.entry_visible(below, name)
@@ -191,7 +229,16 @@ impl<'b> TreeWalk<'b> {
                     policy.entry_visible(&format!("{filter_prefix}{below}"), name)
                 }
             });
-        Self { inner: builder.build(), walk_root, prefix, visited: 0, unreadable: 0, budget }
+        Self {
+            inner: builder.build(),
+            walk_root,
+            prefix,
+            resume,
+            visited: 0,
+            yielded: false,
+            unreadable: 0,
+            budget,
+        }
     }
 
     /// Entries and directories the walker could not read so far.
@@ -219,14 +266,23 @@ impl<'b> TreeWalk<'b> {
                     None
                 }
             };
-            if self.visited >= self.budget.max_walk_entries() {
+            let from_start = entry.as_ref().and_then(|e| below_root(&self.walk_root, e.path()));
+            // Resuming: the directories above the position (and the entry at
+            // it, unless it is yielded again) were dealt with by an earlier
+            // page; they are passed through, not counted. The filter pruned
+            // everything else before the position.
+            if let (Some((after, again)), Some(below)) = (&self.resume, from_start) {
+                if is_self_or_ancestor(below, after) && !(*again && below == after) {
+                    continue;
+                }
+                self.resume = None;
+            }
+            if self.yielded && self.visited >= self.budget.max_walk_entries() {
                 return Step::Stop(TruncatedReason::WalkLimitReached);
             }
             self.visited += 1;
-            let Some(entry) = entry else { continue };
-            let Some(from_start) = below_root(&self.walk_root, entry.path()) else {
-                continue;
-            };
+            let (Some(entry), Some(from_start)) = (entry.as_ref(), from_start) else { continue };
+            self.yielded = true;
             let mut relative = String::with_capacity(self.prefix.len() + from_start.len());
             relative.push_str(&self.prefix);
             relative.push_str(from_start);

@@ -56,7 +56,7 @@ impl Fx {
         budget: &Budget,
     ) -> Result<FindOutcome, FsError> {
         let start = self.sandbox.locate("w", path)?;
-        find_files(&self.sandbox, &start, pattern, limit, budget)
+        find_files(&self.sandbox, &start, pattern, limit, None, budget)
     }
 
     fn find(&self, path: &str, pattern: &str, limit: u64) -> FindOutcome {
@@ -89,6 +89,7 @@ fn q(query: &str) -> SearchQuery<'_> {
         case_sensitive: true,
         limit: 100,
         max_file_bytes: 50 * 1024 * 1024,
+        cursor: None,
     }
 }
 
@@ -534,14 +535,14 @@ fn walks_follow_the_opened_root_not_the_host_path() {
     fs::remove_file(&link).unwrap();
     symlink(dir.path().join("decoy"), &link).unwrap();
     let start = sandbox.locate("w", "").unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
     let searched = search_text(&sandbox, &start, &q("needle"), &budget()).unwrap();
     assert_eq!(hits(&searched), [("a/needle.txt", 1)]);
     assert_eq!(searched.skipped, Skipped::default());
     // Even with the link gone entirely.
     fs::remove_file(&link).unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, &budget()).unwrap();
+    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
 }
 
@@ -748,7 +749,7 @@ fn swap_race(mode: ResolveMode) {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut runs = 0;
     while Instant::now() < deadline {
-        let found = find_files(&sandbox, &start, "*", 100, &budget()).unwrap();
+        let found = find_files(&sandbox, &start, "*", 100, None, &budget()).unwrap();
         for m in &found.matches {
             assert!(allowed.contains(&m.path.as_str()), "find leaked {:?}", m.path);
         }
@@ -775,4 +776,348 @@ fn swap_race_openat2() {
 #[test]
 fn swap_race_component_walk() {
     swap_race(ResolveMode::ComponentWalk);
+}
+
+// ---------------------------------------------------------------- cursors
+
+/// Directory and file names whose walk order differs from the byte order
+/// of whole paths (`a/…` is walked before `a-b` and `a.b`, although `-`
+/// and `.` sort below `/`), plus upper case and non-ASCII.
+const PAGE_DIRS: [&str; 6] = ["a", "a b", "a-b", "a.b", "ab", "B"];
+const PAGE_FILES: [&str; 8] = ["a.txt", "a-b.rs", "a.bc", "a0", "abc.txt", "A.rs", "é.txt", "z0"];
+
+/// About 2 300 entries, 3 directory levels deep, every file with a few
+/// lines holding `needle`, `Needle` or neither; the `z0` files are binary
+/// (a NUL after their matches), so their matches must never show.
+fn paging_fixture() -> Fx {
+    fn fill(root: &Path, dir: &str, depth: usize, seed: &mut u64) {
+        for name in PAGE_FILES {
+            let rel = if dir.is_empty() { name.to_owned() } else { format!("{dir}/{name}") };
+            let mut text = String::new();
+            for line in 0..(*seed % 7) {
+                *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                text += match (*seed >> 33) % 4 {
+                    0 => "a needle here\n",
+                    1 => "Needle, capitalised\n",
+                    2 if line % 2 == 0 => "needle needle twice\n",
+                    _ => "hay\n",
+                };
+            }
+            *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            if name == "z0" {
+                text += "\0";
+            }
+            write(root, &rel, text);
+        }
+        if depth == 0 {
+            return;
+        }
+        for name in PAGE_DIRS {
+            let rel = if dir.is_empty() { name.to_owned() } else { format!("{dir}/{name}") };
+            fs::create_dir(root.join(&rel)).unwrap();
+            fill(root, &rel, depth - 1, seed);
+        }
+    }
+    fixture(|r| fill(r, "", 3, &mut 7))
+}
+
+fn unlimited() -> u64 {
+    1 << 40
+}
+
+/// find_files page by page with `limit` under `budget()`; the pages
+/// concatenated, and how many calls it took.
+fn find_pages(
+    fx: &Fx,
+    path: &str,
+    pattern: &str,
+    limit: u64,
+    budget: &dyn Fn(usize) -> Budget,
+) -> (Vec<String>, usize) {
+    let start = fx.sandbox.locate("w", path).unwrap();
+    let (mut all, mut cursor, mut calls) = (Vec::new(), None::<String>, 0);
+    loop {
+        let out =
+            find_files(&fx.sandbox, &start, pattern, limit, cursor.as_deref(), &budget(calls))
+                .unwrap();
+        calls += 1;
+        assert!(out.matches.len() as u64 <= limit);
+        assert_eq!(out.next_cursor.is_some(), out.truncated_reason.is_some());
+        all.extend(out.matches.into_iter().map(|m| m.path));
+        match out.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return (all, calls),
+        }
+        assert!(calls < 100_000, "paging does not end");
+    }
+}
+
+/// search_text the same way.
+fn search_pages(
+    fx: &Fx,
+    path: &str,
+    args: &SearchQuery<'_>,
+    budget: &dyn Fn(usize) -> Budget,
+) -> (Vec<(String, u64)>, usize) {
+    let (mut all, mut cursor, mut calls) = (Vec::new(), None::<String>, 0);
+    loop {
+        let page = SearchQuery { cursor: cursor.as_deref(), ..*args };
+        let out = fx.search_with(path, &page, &budget(calls)).unwrap();
+        calls += 1;
+        assert!(out.matches.len() as u64 <= args.limit);
+        assert_eq!(out.next_cursor.is_some(), out.truncated_reason.is_some());
+        assert!(out.matches.iter().all(|m| !m.path.ends_with("z0")), "binary files hold no match");
+        all.extend(out.matches.into_iter().map(|m| (m.path, m.line)));
+        match out.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return (all, calls),
+        }
+        assert!(calls < 100_000, "paging does not end");
+    }
+}
+
+fn plenty(_: usize) -> Budget {
+    budget()
+}
+
+#[test]
+fn cursor_find_pages_concatenate_to_the_unlimited_answer() {
+    let fx = paging_fixture();
+    let cases: [(&str, &str, &[u64]); 4] = [
+        // Every entry: 2 330 of them, so not one call each.
+        ("", "*", &[3, 50]),
+        ("", "*.txt", &[1, 3, 7, 50]),
+        ("", "a*/**/*.rs", &[1, 3, 7, 50]),
+        ("a.b", "{a,ab}", &[1, 3, 7, 50]),
+    ];
+    for (path, pattern, limits) in cases {
+        let full = paths(&fx.find(path, pattern, unlimited()))
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        assert!(full.len() > 10, "{pattern}: {}", full.len());
+        for &limit in limits {
+            let (pages, calls) = find_pages(&fx, path, pattern, limit, &plenty);
+            assert_eq!(pages, full, "{pattern} limit {limit}");
+            assert!(calls <= full.len().div_ceil(limit as usize) + 1, "{calls} calls");
+        }
+    }
+    // The tree stresses the order: the walk (component-wise) and the plain
+    // byte order of whole paths disagree on it.
+    let all: Vec<String> =
+        paths(&fx.find("", "*", unlimited())).into_iter().map(str::to_owned).collect();
+    let mut walk_sorted = all.clone();
+    walk_sorted.sort_by(|a, b| a.split('/').cmp(b.split('/')));
+    assert_eq!(all, walk_sorted);
+    let mut byte_sorted = all.clone();
+    byte_sorted.sort();
+    assert_ne!(all, byte_sorted);
+    let top: Vec<&str> = all.iter().map(String::as_str).filter(|p| !p.contains('/')).collect();
+    assert_eq!(
+        top,
+        [
+            "A.rs", "B", "a", "a b", "a-b", "a-b.rs", "a.b", "a.bc", "a.txt", "a0", "ab",
+            "abc.txt", "z0", "é.txt"
+        ]
+    );
+}
+
+#[test]
+fn cursor_search_pages_concatenate_to_the_unlimited_answer() {
+    let fx = paging_fixture();
+    let long: String = (0..60).map(|i| ["needle\n", "x\n", "NEEDLE needle\n"][i % 3]).collect();
+    write(&fx.root(), "a/a b/a.txt", long);
+    // Whole-tree cases (2 102, 945 and 3 557 matches) with larger pages,
+    // every limit on a subtree and on one file.
+    let cases: [(&str, SearchQuery<'_>, &[u64]); 5] = [
+        ("", q("needle"), &[7, 50]),
+        ("", SearchQuery { glob: Some("*.txt"), ..q("needle") }, &[3, 50]),
+        ("", SearchQuery { case_sensitive: false, ..q("NEEDLE") }, &[7, 50]),
+        (
+            "a-b",
+            SearchQuery { glob: Some("a*"), case_sensitive: false, ..q("nEEDLE") },
+            &[1, 3, 7, 50],
+        ),
+        // One file: the cursor is a line in it.
+        ("a/a b/a.txt", SearchQuery { case_sensitive: false, ..q("needle") }, &[1, 3, 7, 50]),
+    ];
+    for (path, args, limits) in cases {
+        let full = fx.search_with(path, &SearchQuery { limit: unlimited(), ..args }, &budget());
+        let full: Vec<(String, u64)> =
+            full.unwrap().matches.into_iter().map(|m| (m.path, m.line)).collect();
+        assert!(full.len() > 3, "{path} {args:?}: {}", full.len());
+        // Several matches in one file, so pages end inside files.
+        assert!(full.windows(2).any(|w| w[0].0 == w[1].0));
+        for &limit in limits {
+            let (pages, calls) = search_pages(&fx, path, &SearchQuery { limit, ..args }, &plenty);
+            assert_eq!(pages, full, "{path} {args:?} limit {limit}");
+            assert!(calls <= full.len().div_ceil(limit as usize) + 1, "{calls} calls");
+        }
+    }
+}
+
+#[test]
+fn cursor_pages_across_the_walk_cap() {
+    let fx = paging_fixture();
+    // A cap of one entry per call on a subtree three levels deep, larger
+    // caps on the whole tree.
+    for (path, cap) in [("a-b", 1), ("", 37), ("", 500)] {
+        let full_find: Vec<String> =
+            paths(&fx.find(path, "*.rs", unlimited())).into_iter().map(str::to_owned).collect();
+        let full_search: Vec<(String, u64)> = fx
+            .search_with(path, &SearchQuery { limit: unlimited(), ..q("needle") }, &budget())
+            .unwrap()
+            .matches
+            .into_iter()
+            .map(|m| (m.path, m.line))
+            .collect();
+        let entries = fx.find(path, "*", unlimited()).matches.len();
+        let capped =
+            |_| Budget::new(cap, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+        // One entry per call still gets through: the directories above a
+        // cursor are not counted again.
+        let (pages, calls) = find_pages(&fx, path, "*.rs", 1000, &capped);
+        assert_eq!(pages, full_find, "cap {cap}");
+        assert_eq!(calls, entries.div_ceil(cap as usize), "cap {cap}");
+        for limit in [7, 1000] {
+            let args = SearchQuery { limit, ..q("needle") };
+            let (pages, _) = search_pages(&fx, path, &args, &capped);
+            assert_eq!(pages, full_search, "cap {cap} limit {limit}");
+        }
+    }
+    // A capped page says so.
+    let five = Budget::new(5, Duration::from_secs(60), Arc::new(AtomicBool::new(false)));
+    let out = fx.find_with("", "*", 1000, &five).unwrap();
+    assert_eq!(out.truncated_reason, Some(TruncatedReason::WalkLimitReached));
+    assert_eq!(out.matches.len(), 5);
+}
+
+#[test]
+fn cursor_pages_across_timeouts() {
+    let fx = paging_fixture();
+    let args = SearchQuery { limit: 20, ..q("needle") };
+    let full = fx.search_with("", &SearchQuery { limit: unlimited(), ..args }, &budget());
+    let full: Vec<(String, u64)> =
+        full.unwrap().matches.into_iter().map(|m| (m.path, m.line)).collect();
+    // A cancelled call stops before its first entry: no match, and a
+    // cursor that continues exactly where the previous page did.
+    let cancelled = |calls: usize| {
+        Budget::new(1_000_000, Duration::from_secs(60), Arc::new(AtomicBool::new(calls % 2 == 1)))
+    };
+    let (pages, calls) = search_pages(&fx, "", &args, &cancelled);
+    assert_eq!(pages, full);
+    assert!(calls >= 2 * full.len().div_ceil(20) - 1);
+    let (found, _) = find_pages(&fx, "", "*.txt", 7, &cancelled);
+    assert_eq!(found, paths(&fx.find("", "*.txt", unlimited())));
+    // Deadlines that pass anywhere (between entries, inside a file whose
+    // matches were held back): still no duplicate and no gap. Every other
+    // call has time enough, so paging ends.
+    let short = |calls: usize| {
+        let timeout = if calls.is_multiple_of(2) {
+            Duration::from_micros(50 * (calls % 13) as u64)
+        } else {
+            Duration::from_secs(60)
+        };
+        Budget::new(1_000_000, timeout, Arc::new(AtomicBool::new(false)))
+    };
+    let (pages, _) = search_pages(&fx, "", &args, &short);
+    assert_eq!(pages, full);
+    let (found, _) = find_pages(&fx, "", "*.txt", 7, &short);
+    assert_eq!(found, paths(&fx.find("", "*.txt", unlimited())));
+
+    // A deadline inside one long file: its matches are held back, and the
+    // cursor sends the next call back into that same file.
+    let fx = fixture(|r| {
+        write(r, "a.txt", "needle\n");
+        write(r, "b.txt", "x\n".repeat(4_000_000) + "needle\n");
+        write(r, "c.txt", "needle\n");
+    });
+    let quick = Budget::new(1_000_000, Duration::from_millis(1), Arc::new(AtomicBool::new(false)));
+    let first = SearchQuery { limit: 1, ..q("needle") };
+    let out = fx.search_with("", &first, &budget()).unwrap();
+    assert_eq!(hits(&out), [("a.txt", 1)]);
+    let again = SearchQuery { cursor: out.next_cursor.as_deref(), ..first };
+    let stopped = fx.search_with("", &again, &quick).unwrap();
+    assert_eq!(stopped.truncated_reason, Some(TruncatedReason::SearchTimeout));
+    assert!(stopped.matches.is_empty());
+    let resumed = SearchQuery { cursor: stopped.next_cursor.as_deref(), limit: 10, ..first };
+    let out = fx.search_with("", &resumed, &budget()).unwrap();
+    assert_eq!(hits(&out), [("b.txt", 4_000_001), ("c.txt", 1)]);
+}
+
+#[test]
+fn cursor_resume_does_not_reopen_earlier_files() {
+    let fx = paging_fixture();
+    let args = SearchQuery { limit: 50, ..q("needle") };
+    let first = fx.search_with("", &args, &budget()).unwrap();
+    let last = first.matches.last().unwrap().path.clone();
+    let next = SearchQuery { cursor: first.next_cursor.as_deref(), limit: unlimited(), ..args };
+    let rest = fx.search_with("", &next, &budget()).unwrap();
+    // Every earlier file turns binary: reading one again would count it.
+    for m in &first.matches {
+        if m.path != last {
+            fs::write(fx.root().join(&m.path), "needle\0").unwrap();
+        }
+    }
+    let again = fx.search_with("", &next, &budget()).unwrap();
+    assert_eq!(again, rest);
+}
+
+#[test]
+fn cursor_follows_the_tree_as_it_is_now() {
+    let fx = fixture(|r| {
+        for f in ["a/1.txt", "a/2.txt", "a/3.txt", "b/1.txt"] {
+            write(r, f, "needle\n");
+        }
+    });
+    let out = fx.find("", "*.txt", 2);
+    assert_eq!(paths(&out), ["a/1.txt", "a/2.txt"]);
+    // The entry the cursor names is gone: the next page starts after
+    // where it was.
+    fs::remove_file(fx.root().join("a/2.txt")).unwrap();
+    let start = fx.sandbox.locate("w", "").unwrap();
+    let next = find_files(&fx.sandbox, &start, "*.txt", 10, out.next_cursor.as_deref(), &budget())
+        .unwrap();
+    assert_eq!(paths(&next), ["a/3.txt", "b/1.txt"]);
+    assert_eq!((next.truncated_reason, next.next_cursor), (None, None));
+}
+
+#[test]
+fn cursor_errors_are_invalid_arguments() {
+    let fx = paging_fixture();
+    let start = fx.sandbox.locate("w", "").unwrap();
+    let find_cursor = fx.find("", "*.txt", 3).next_cursor.unwrap();
+    let search_cursor = fx
+        .search_with("", &SearchQuery { limit: 3, ..q("needle") }, &budget())
+        .unwrap()
+        .next_cursor
+        .unwrap();
+    let find = |path: &str, pattern: &str, cursor: &str| {
+        let start = fx.sandbox.locate("w", path).unwrap();
+        find_files(&fx.sandbox, &start, pattern, 3, Some(cursor), &budget()).unwrap_err()
+    };
+    let search =
+        |path: &str, args: SearchQuery<'_>| fx.search_with(path, &args, &budget()).unwrap_err();
+    let errors = [
+        find("", "*.txt", "garbage"),
+        find("", "*.txt", ""),
+        find("", "*.rs", &find_cursor),
+        find("a", "*.txt", &find_cursor),
+        find("", "*.txt", &search_cursor),
+        search("", SearchQuery { cursor: Some(&find_cursor), ..q("needle") }),
+        search("", SearchQuery { cursor: Some(&search_cursor), ..q("Needle") }),
+        search("", SearchQuery { cursor: Some(&search_cursor), glob: Some("*"), ..q("needle") }),
+        search(
+            "",
+            SearchQuery { cursor: Some(&search_cursor), case_sensitive: false, ..q("needle") },
+        ),
+        search("a", SearchQuery { cursor: Some(&search_cursor), ..q("needle") }),
+    ];
+    for err in errors {
+        assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with("cursor: "), "{}", err.message());
+    }
+    // The same cursor with the same arguments (and any limit) is fine.
+    let ok = find_files(&fx.sandbox, &start, "*.txt", 9, Some(&find_cursor), &budget()).unwrap();
+    assert_eq!(ok.matches.len(), 9);
 }

@@ -8,11 +8,12 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
-use serverfs_core::config::{arg_specs, slot_specs};
 use serverfs_core::policy::split_glob_list;
-use serverfs_core::{Limits, Policy, WorkdirSpec};
-use serverfs_readonly::Concurrency;
-use serverfs_server::{BearerAuth, HttpOptions};
+use serverfs_core::{Policy, WorkdirSpec};
+use serverfs_readonly::{Concurrency, Limits};
+use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
+
+use crate::workdirs::{arg_specs, slot_specs, validate_limits};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).
@@ -95,7 +96,7 @@ pub(crate) struct Cli {
     extra_deny_globs: Vec<String>,
 
     /// Accepted HTTP Host names, comma-separated.
-    #[arg(long, env = "SERVERFS_ALLOWED_HOSTS", value_delimiter = ',', default_values_t = serverfs_server::default_allowed_hosts())]
+    #[arg(long, env = "SERVERFS_ALLOWED_HOSTS", value_delimiter = ',', default_values_t = default_allowed_hosts())]
     allowed_hosts: Vec<String>,
 
     /// Extra accepted browser origins, comma-separated (scheme://host[:port|:*]).
@@ -160,7 +161,23 @@ pub(crate) struct Config {
     pub(crate) policy: Policy,
     pub(crate) limits: Limits,
     pub(crate) concurrency: Concurrency,
-    pub(crate) http: HttpOptions,
+    pub(crate) http: HttpConfig,
+}
+
+/// How this binary serves HTTP.
+#[derive(Debug)]
+pub(crate) struct HttpConfig {
+    pub(crate) listen: SocketAddr,
+    pub(crate) mcp: McpOptions,
+    pub(crate) connections: ConnectionOptions,
+    /// When set, `/mcp` requires this bearer token.
+    pub(crate) auth: Option<BearerAuth>,
+}
+
+/// Loopback names plus the Compose service name, so OpenAI's tunnel-client
+/// can reach `http://serverfs-mcp:8000/mcp`.
+fn default_allowed_hosts() -> Vec<String> {
+    ["localhost", "127.0.0.1", "::1", "serverfs-mcp"].map(String::from).to_vec()
 }
 
 impl Config {
@@ -174,7 +191,7 @@ impl Config {
         };
         let mut warnings = Vec::new();
         if !self.http.listen.ip().is_loopback()
-            && self.http.allowed_hosts.iter().all(|h| loopback_name(h))
+            && self.http.mcp.allowed_hosts.iter().all(|h| loopback_name(h))
         {
             warnings.push(format!(
                 "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host header is not allowed'; add the host name or address clients use",
@@ -221,7 +238,7 @@ impl Cli {
             search_timeout: Duration::from_secs(self.search_timeout_seconds),
             search_max_file_bytes: self.search_max_file_bytes,
         };
-        limits.validate()?;
+        validate_limits(&limits)?;
         let concurrency = Concurrency {
             searches: self.max_concurrent_searches,
             reads: self.max_concurrent_reads,
@@ -270,14 +287,18 @@ impl Cli {
             policy,
             limits,
             concurrency,
-            http: HttpOptions {
+            http: HttpConfig {
                 listen: self.listen,
-                allowed_hosts: hosts,
-                extra_origins: trimmed(&self.allowed_origins),
-                max_body_bytes: self.max_body_bytes,
-                header_timeout,
-                body_timeout,
-                max_connections: self.max_connections,
+                mcp: McpOptions {
+                    allowed_hosts: hosts,
+                    extra_origins: trimmed(&self.allowed_origins),
+                    max_body_bytes: self.max_body_bytes,
+                    body_timeout,
+                },
+                connections: ConnectionOptions {
+                    header_timeout,
+                    max_connections: self.max_connections,
+                },
                 auth,
             },
         })

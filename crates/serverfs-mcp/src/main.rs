@@ -3,6 +3,7 @@
 
 mod cli;
 mod selfcheck;
+mod workdirs;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,13 +13,13 @@ use serverfs_core::Sandbox;
 use serverfs_readonly::{ReadOnlyFs, ReadOnlyServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, HttpConfig};
 
 fn main() -> ExitCode {
     let cli = Cli::parse_or_exit();
     match cli.command {
         Some(Command::Healthcheck) => {
-            if serverfs_server::probe_health(cli.listen, Duration::from_secs(2)) {
+            if serverfs_transport::probe_health(cli.listen, Duration::from_secs(2)) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -41,7 +42,7 @@ fn config_error(line: &str) -> ExitCode {
 }
 
 fn serve(cli: &Cli) -> ExitCode {
-    if let Err(e) = serverfs_server::init_logging(&cli.log_level) {
+    if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
         return config_error(&e);
     }
     let env = |key: &str| std::env::var(key).ok();
@@ -82,12 +83,12 @@ fn serve(cli: &Cli) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         if cli.stdio {
-            serverfs_server::serve_stdio(ReadOnlyServer::new(fs, &config.concurrency)).await
+            serverfs_transport::serve_stdio(ReadOnlyServer::new(fs, &config.concurrency)).await
         } else {
             let shutdown = CancellationToken::new();
             tokio::spawn(cancel_on_signal(shutdown.clone()));
             let server = ReadOnlyServer::new(fs, &config.concurrency);
-            serverfs_server::serve_http(move || server.clone(), config.http, shutdown).await
+            serve_http(server, config.http, shutdown).await
         }
     });
     // Blocking reads of a closed stdin must not hold the process open.
@@ -102,6 +103,29 @@ fn serve(cli: &Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `/mcp` (behind the optional token) and `/healthz`, on the hardened accept
+/// loop.
+async fn serve_http(
+    server: ReadOnlyServer,
+    http: HttpConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use serverfs_transport::{health_router, mcp_router, serve, with_header_checks};
+    let mut mcp = mcp_router(move || server.clone(), &http.mcp, &shutdown);
+    let auth = if let Some(token) = http.auth {
+        // Added after the body limits, so it runs first: no body is read
+        // for a stranger.
+        mcp = mcp.route_layer(token);
+        "bearer"
+    } else {
+        "none"
+    };
+    let app = with_header_checks(health_router().merge(mcp));
+    let listener = tokio::net::TcpListener::bind(http.listen).await?;
+    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth);
+    serve(listener, app, &http.connections, shutdown).await
 }
 
 async fn cancel_on_signal(shutdown: CancellationToken) {

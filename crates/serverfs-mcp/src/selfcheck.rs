@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
+use crate::workdirs::SLOT_COUNT;
 use rustix::fs::{Access, AtFlags, CWD};
 use serde_json::json;
-use serverfs_core::config::SLOT_COUNT;
 
 /// Variables that belong to the tunnel (or to Compose) and must never be
 /// visible to serverfs-mcp.

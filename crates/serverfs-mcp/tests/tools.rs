@@ -162,7 +162,10 @@ async fn exercise(client: &Client, fx: &Fixture) {
             json!({"workdir": "test", "path": "", "follow": true}).as_object().unwrap().clone(),
         ))
         .await;
-    assert!(unknown.is_err() || unknown.unwrap().is_error == Some(true));
+    let unknown = serde_json::to_value(unknown.unwrap()).unwrap();
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    let text = unknown["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("INVALID_ARGUMENT: follow: unknown argument"), "{text}");
 
     let templates = client.list_resource_templates(None).await.unwrap();
     assert_eq!(templates.resource_templates[0].uri_template, "serverfs://{workdir}/{path}");

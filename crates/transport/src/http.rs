@@ -1,8 +1,9 @@
-//! Stateless Streamable HTTP (SPEC §2.4, §2.6 "HTTP", §2.7).
-//!
-//! One axum router (`/mcp` → rmcp, `/healthz`, 404 for everything else)
-//! served by our own accept loop on hyper's HTTP/1 connection builder, so
-//! that every resource a client can hold is bounded:
+//! Stateless Streamable HTTP (SPEC §2.4, §2.6 "HTTP", §2.7), as pieces each
+//! binary composes: [`mcp_router`] (`/mcp` → rmcp), [`health_router`]
+//! (`/healthz`), [`with_header_checks`] for the whole app, the binary's own
+//! layers and routes in between (a token, file transfer), and [`serve`], our
+//! accept loop on hyper's HTTP/1 connection builder, which bounds every
+//! resource a client can hold:
 //!
 //! - **Connections**: at most `max_connections` are open. A permit is taken
 //!   *before* `accept`, so at the cap the server stops accepting and further
@@ -25,16 +26,15 @@
 //!
 //! Also: `/mcp` is matched exactly (`/mcp/…` is 404, so no OAuth discovery
 //! path under it answers); more than one `Origin` header is 403 (rmcp checks
-//! only the first); more than one `Host` header is 400 (RFC 9112 §3.2). With
-//! a [`BearerAuth`], `/mcp` needs the token and `/healthz` stays open.
-//! `/healthz` is answered by the router itself, never queued behind tool
-//! work, so it answers whenever a connection slot is free.
+//! only the first); more than one `Host` header is 400 (RFC 9112 §3.2); a
+//! path no router has is 404. `/healthz` is answered by the router itself,
+//! never queued behind tool work, so it answers whenever a connection slot
+//! is free.
 //!
 //! On shutdown the listener is closed, idle connections are closed, requests
 //! in flight may finish for up to [`SHUTDOWN_GRACE`], and then the server
 //! returns.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,16 +56,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::BearerAuth;
-
 /// How long requests in flight may run on after shutdown is asked for.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// HTTP settings, validated by the binary.
+/// What the `/mcp` endpoint accepts, validated by the binary.
 #[derive(Clone, Debug)]
-pub struct HttpOptions {
-    /// Listen address.
-    pub listen: SocketAddr,
+pub struct McpOptions {
     /// Accepted `Host` names (an entry without a port matches any port).
     pub allowed_hosts: Vec<String>,
     /// Extra accepted browser origins (`scheme://host[:port|:*]`); the
@@ -73,21 +69,19 @@ pub struct HttpOptions {
     pub extra_origins: Vec<String>,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Time a request body may take to arrive in full.
+    pub body_timeout: Duration,
+}
+
+/// What one connection may hold, validated by the binary.
+#[derive(Clone, Debug)]
+pub struct ConnectionOptions {
     /// Time a connection may take to deliver a complete request head,
     /// counted from when the server starts waiting for one (also the
     /// keep-alive idle timeout).
     pub header_timeout: Duration,
-    /// Time a request body may take to arrive in full.
-    pub body_timeout: Duration,
     /// Most connections open at once (≥ 1).
     pub max_connections: usize,
-    /// When set, `/mcp` requires this bearer token.
-    pub auth: Option<BearerAuth>,
-}
-/// Loopback names plus the Compose service name, so OpenAI's tunnel-client
-/// can reach `http://serverfs-mcp:8000/mcp`.
-pub fn default_allowed_hosts() -> Vec<String> {
-    ["localhost", "127.0.0.1", "::1", "serverfs-mcp"].map(String::from).to_vec()
 }
 
 /// The server's own origins: those of the hosts it answers to.
@@ -102,26 +96,20 @@ fn own_origins(hosts: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Serves `factory`'s handlers on `options.listen` until `shutdown`.
+/// Serves `app` on `listener` until `shutdown`, under `options`' connection
+/// cap and header timeout (see the module docs).
 ///
 /// # Errors
-/// If the address cannot be bound.
-pub async fn serve_http<S, F>(
-    factory: F,
-    options: HttpOptions,
+/// If the listener's address cannot be read.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    options: &ConnectionOptions,
     shutdown: CancellationToken,
-) -> std::io::Result<()>
-where
-    S: ServerHandler + Send + 'static,
-    F: Fn() -> S + Send + Sync + 'static,
-{
-    let app = router(factory, &options, &shutdown);
-    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+) -> std::io::Result<()> {
     tracing::info!(
         event = "listening",
         address = %listener.local_addr()?,
-        endpoint = "/mcp",
-        auth = if options.auth.is_some() { "bearer" } else { "none" },
         max_connections = options.max_connections,
     );
     let mut http1 = hyper::server::conn::http1::Builder::new();
@@ -172,9 +160,18 @@ where
     Ok(())
 }
 
-/// `/healthz`, and `/mcp` (exactly) behind the optional token and the body
-/// limits, with the duplicate-header checks in front of both.
-fn router<S, F>(factory: F, options: &HttpOptions, shutdown: &CancellationToken) -> Router
+/// `GET /healthz` → 200 `ok`, answered by the router itself: never behind
+/// tool work or a token.
+pub fn health_router() -> Router {
+    Router::new().route("/healthz", get(|| async { "ok\n" }))
+}
+
+/// `/mcp` (exactly: `/mcp/…` is 404) serving `factory`'s handlers statelessly,
+/// behind rmcp's Host/Origin checks and the body limits of `options`.
+/// Binaries add their own layers (`route_layer`, e.g. a [`crate::BearerAuth`])
+/// and merge it with [`health_router`]; [`with_header_checks`] goes on the
+/// whole app.
+pub fn mcp_router<S, F>(factory: F, options: &McpOptions, shutdown: &CancellationToken) -> Router
 where
     S: ServerHandler + Send + 'static,
     F: Fn() -> S + Send + Sync + 'static,
@@ -199,17 +196,15 @@ where
     );
     let limits = BodyLimits { max_bytes: options.max_body_bytes, timeout: options.body_timeout };
     // `route_service`, not `nest_service`: only `/mcp` itself is the endpoint.
-    let mut mcp = Router::new()
-        .route_service("/mcp", mcp)
-        .route_layer(middleware::from_fn_with_state(limits, read_whole_body));
-    if let Some(auth) = options.auth.clone() {
-        // Added last, so it runs first: no body is read for a stranger.
-        mcp = mcp.route_layer(auth);
-    }
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .merge(mcp)
-        .layer(middleware::from_fn(single_host_and_origin))
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(limits, read_whole_body))
+}
+
+/// The checks every request passes first: more than one `Origin` is 403
+/// (rmcp's check reads only the first), more than one `Host` 400.
+pub fn with_header_checks(app: Router) -> Router {
+    app.layer(middleware::from_fn(single_host_and_origin))
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,9 @@
 //! Transport plumbing shared by the ServerFS binaries: stateless Streamable
 //! HTTP at `/mcp` behind Host/Origin checks and a body cap, `GET /healthz`,
-//! stdio, the `healthcheck` probe, and flat JSON logs on stderr.
+//! the bounded accept loop, an optional bearer-token layer, stdio, the
+//! `healthcheck` probe, and flat JSON logs on stderr. Nothing here knows
+//! which tools a binary serves or which host names it answers to: each
+//! binary composes its own app from these pieces.
 //!
 //! Guarantees: HTTP is stateless (no session is created or required) and
 //! answers JSON; a request with a foreign `Host` or `Origin` gets 403, a body
@@ -16,7 +19,10 @@ mod logging;
 
 pub use auth::{BearerAuth, RequireBearer};
 pub use health::probe_health;
-pub use http::{HttpOptions, SHUTDOWN_GRACE, default_allowed_hosts, serve_http};
+pub use http::{
+    ConnectionOptions, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router, serve,
+    with_header_checks,
+};
 pub use logging::init_logging;
 
 /// Serves one client on stdin/stdout until stdin closes.

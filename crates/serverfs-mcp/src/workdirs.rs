@@ -1,110 +1,68 @@
-//! Validated configuration: limits and workdir definitions (SPEC §2.1,
-//! §2.6 "Config").
+//! Which directories serverfs-mcp serves, from its configuration (SPEC §2.1,
+//! §2.6 "Config"): the Docker slots `01`…`16` under `SERVERFS_WORKDIRS_DIR`
+//! with `WORKDIR_NN_ALIAS`/`_DESCRIPTION`, or `--workdir ALIAS=PATH`; and the
+//! check of the per-call limits.
 //!
 //! Guarantees: every invalid configuration is one error line that names the
-//! setting or the slot (`slot 03: …`) and never a host path; no slot is
+//! setting or the slot (`slot 03: …`) and never a slot's host path (a
+//! `--workdir` error may name the path the operator typed); no slot is
 //! silently renamed or skipped. The result is plain data, parsed once at
-//! start-up and passed down.
+//! start-up and passed down. `selfcheck` uses the same slot numbering.
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::policy::SENTINEL;
-use crate::sandbox::WorkdirSpec;
+use serverfs_core::WorkdirSpec;
+use serverfs_core::policy::SENTINEL;
+use serverfs_readonly::Limits;
 
 /// Number of Docker slots, `01` … `16`.
-pub const SLOT_COUNT: usize = 16;
+pub(crate) const SLOT_COUNT: usize = 16;
 /// Longest alias.
-pub const MAX_ALIAS_LEN: usize = 32;
+const MAX_ALIAS_LEN: usize = 32;
 
-/// Per-call limits. Defaults are SPEC §2.1's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Bytes one read may return (default 524288).
-    pub max_read_bytes: u64,
-    /// Lines one read may return (default 500).
-    pub max_read_lines: u64,
-    /// Default list page size (default 100).
-    pub default_list_limit: u64,
-    /// Largest list page (default 500).
-    pub max_list_entries: u64,
-    /// Default search result count (default 50).
-    pub default_search_results: u64,
-    /// Largest search result count (default 100).
-    pub max_search_results: u64,
-    /// Entries one find/search may visit (default 200000).
-    pub max_walk_entries: u64,
-    /// Wall-clock budget of one find/search (default 15 s).
-    pub search_timeout: Duration,
-    /// Larger files are not searched (default 50 MiB).
-    pub search_max_file_bytes: u64,
-}
-
-/// `max_lines` of read_text_file when the client gives none.
-pub const DEFAULT_READ_LINES: u64 = 200;
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_read_bytes: 524_288,
-            max_read_lines: 500,
-            default_list_limit: 100,
-            max_list_entries: 500,
-            default_search_results: 50,
-            max_search_results: 100,
-            max_walk_entries: 200_000,
-            search_timeout: Duration::from_secs(15),
-            search_max_file_bytes: 52_428_800,
-        }
+/// Every limit ≥ 1; a default above its maximum is an error.
+///
+/// # Errors
+/// One line naming the setting.
+/// Every limit ≥ 1; a default above its maximum is an error.
+///
+/// # Errors
+/// One line naming the setting.
+pub(crate) fn validate_limits(limits: &Limits) -> Result<(), String> {
+    let named = [
+        ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
+        ("SERVERFS_MAX_READ_LINES", limits.max_read_lines),
+        ("SERVERFS_DEFAULT_LIST_LIMIT", limits.default_list_limit),
+        ("SERVERFS_MAX_LIST_ENTRIES", limits.max_list_entries),
+        ("SERVERFS_DEFAULT_SEARCH_RESULTS", limits.default_search_results),
+        ("SERVERFS_MAX_SEARCH_RESULTS", limits.max_search_results),
+        ("SERVERFS_MAX_WALK_ENTRIES", limits.max_walk_entries),
+        ("SERVERFS_SEARCH_TIMEOUT_SECONDS", limits.search_timeout.as_secs()),
+        ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
+    ];
+    if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
+        return Err(format!("{name} must be at least 1"));
     }
-}
-
-impl Limits {
-    /// Every limit ≥ 1; a default above its maximum is an error.
-    ///
-    /// # Errors
-    /// One line naming the setting.
-    pub fn validate(&self) -> Result<(), String> {
-        let named = [
-            ("SERVERFS_MAX_READ_BYTES", self.max_read_bytes),
-            ("SERVERFS_MAX_READ_LINES", self.max_read_lines),
-            ("SERVERFS_DEFAULT_LIST_LIMIT", self.default_list_limit),
-            ("SERVERFS_MAX_LIST_ENTRIES", self.max_list_entries),
-            ("SERVERFS_DEFAULT_SEARCH_RESULTS", self.default_search_results),
-            ("SERVERFS_MAX_SEARCH_RESULTS", self.max_search_results),
-            ("SERVERFS_MAX_WALK_ENTRIES", self.max_walk_entries),
-            ("SERVERFS_SEARCH_TIMEOUT_SECONDS", self.search_timeout.as_secs()),
-            ("SERVERFS_SEARCH_MAX_FILE_BYTES", self.search_max_file_bytes),
-        ];
-        if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{name} must be at least 1"));
-        }
-        if self.default_list_limit > self.max_list_entries {
-            return Err(format!(
-                "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
-                self.default_list_limit, self.max_list_entries
-            ));
-        }
-        if self.default_search_results > self.max_search_results {
-            return Err(format!(
-                "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
-                self.default_search_results, self.max_search_results
-            ));
-        }
-        Ok(())
+    if limits.default_list_limit > limits.max_list_entries {
+        return Err(format!(
+            "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
+            limits.default_list_limit, limits.max_list_entries
+        ));
     }
-
-    /// read_text_file's default `max_lines`, clamped to the maximum.
-    pub fn default_read_lines(&self) -> u64 {
-        DEFAULT_READ_LINES.min(self.max_read_lines)
+    if limits.default_search_results > limits.max_search_results {
+        return Err(format!(
+            "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
+            limits.default_search_results, limits.max_search_results
+        ));
     }
+    Ok(())
 }
 
 /// `^[A-Za-z][A-Za-z0-9_-]{0,31}$`.
 ///
 /// # Errors
 /// Why the alias is not valid.
-pub fn validate_alias(alias: &str) -> Result<(), String> {
+pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
     let mut chars = alias.chars();
     let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
@@ -127,7 +85,7 @@ pub fn validate_alias(alias: &str) -> Result<(), String> {
 ///
 /// # Errors
 /// `slot NN: …`, never a host path.
-pub fn slot_specs(
+pub(crate) fn slot_specs(
     workdirs_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<WorkdirSpec>, String> {
@@ -200,7 +158,10 @@ pub fn slot_specs(
 ///
 /// # Errors
 /// One line naming the alias.
-pub fn arg_specs(workdirs: &[String], descriptions: &[String]) -> Result<Vec<WorkdirSpec>, String> {
+pub(crate) fn arg_specs(
+    workdirs: &[String],
+    descriptions: &[String],
+) -> Result<Vec<WorkdirSpec>, String> {
     let mut specs: Vec<WorkdirSpec> = Vec::new();
     for arg in workdirs {
         let (alias, path) = arg.split_once('=').ok_or_else(|| {
@@ -275,15 +236,14 @@ mod tests {
 
     #[test]
     fn limits_validation() {
-        assert!(Limits::default().validate().is_ok());
+        assert!(validate_limits(&Limits::default()).is_ok());
         let zero = Limits { max_walk_entries: 0, ..Limits::default() };
-        assert!(zero.validate().unwrap_err().contains("SERVERFS_MAX_WALK_ENTRIES"));
+        assert!(validate_limits(&zero).unwrap_err().contains("SERVERFS_MAX_WALK_ENTRIES"));
         let inverted = Limits { default_list_limit: 600, ..Limits::default() };
-        assert!(inverted.validate().unwrap_err().contains("SERVERFS_DEFAULT_LIST_LIMIT"));
+        assert!(validate_limits(&inverted).unwrap_err().contains("SERVERFS_DEFAULT_LIST_LIMIT"));
         let inverted = Limits { default_search_results: 101, ..Limits::default() };
-        assert!(inverted.validate().unwrap_err().contains("SERVERFS_DEFAULT_SEARCH_RESULTS"));
-        let small = Limits { max_read_lines: 50, ..Limits::default() };
-        assert_eq!(small.default_read_lines(), 50);
+        let err = validate_limits(&inverted).unwrap_err();
+        assert!(err.contains("SERVERFS_DEFAULT_SEARCH_RESULTS"));
     }
 
     struct Slots {

@@ -14,12 +14,13 @@ use std::collections::BinaryHeap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use rustix::fs::{AtFlags, Stat};
+use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
 use crate::deadline::Deadline;
 use crate::error::FsError;
-use crate::sandbox::{EntryKind, Location, Sandbox, errno_error};
+use crate::meta::{EntryKind, Meta};
+use crate::root::{Location, Root, errno_error};
 
 /// Largest `offset` of a listing: the heap holds `offset + limit` names, so
 /// this bounds the memory of one call. Deeper pages use the name cursor.
@@ -49,13 +50,12 @@ pub struct EntryInfo {
 }
 
 impl EntryInfo {
-    /// From an `lstat`-style result.
-    pub fn from_stat(stat: &Stat) -> Self {
-        let kind = EntryKind::from_stat(stat);
+    /// From the resolver's metadata (an `lstat`-style result).
+    pub fn from_meta(meta: &Meta) -> Self {
         Self {
-            kind,
-            size: (kind == EntryKind::File).then(|| u64::try_from(stat.st_size).unwrap_or(0)),
-            modified_at: format_timestamp(stat.st_mtime),
+            kind: meta.kind,
+            size: (meta.kind == EntryKind::File).then_some(meta.size),
+            modified_at: format_timestamp(meta.modified),
         }
     }
 }
@@ -87,8 +87,8 @@ pub struct Listing {
 ///
 /// # Errors
 /// The resolver's errors.
-pub fn stat_entry(sandbox: &Sandbox, loc: &Location<'_>) -> Result<EntryInfo, FsError> {
-    sandbox.inspect(loc).map(|stat| EntryInfo::from_stat(&stat))
+pub fn stat_entry(root: &Root, loc: &Location<'_>) -> Result<EntryInfo, FsError> {
+    root.inspect(loc).map(|meta| EntryInfo::from_meta(&meta))
 }
 
 /// Lists `loc`: the visible entries whose names sort after `page.after`,
@@ -99,7 +99,7 @@ pub fn stat_entry(sandbox: &Sandbox, loc: &Location<'_>) -> Result<EntryInfo, Fs
 /// not a name), `NOT_A_DIRECTORY`, `SYMLINK_NOT_ALLOWED` and the resolver's
 /// errors; `TIMEOUT`; `INTERNAL_ERROR` if reading the directory fails midway.
 pub fn list_directory(
-    sandbox: &Sandbox,
+    root: &Root,
     loc: &Location<'_>,
     page: PageRequest<'_>,
     deadline: &Deadline,
@@ -116,7 +116,7 @@ pub fn list_directory(
             "cursor is not one this server returned; pass next_cursor from the previous page.",
         ));
     }
-    let dir = sandbox.open_dir(loc)?;
+    let dir = root.open_dir(loc)?;
     // Both are small: offset is capped above and limit by the caller.
     let keep = usize::try_from(page.offset.saturating_add(page.limit)).unwrap_or(usize::MAX);
     let base = loc.path().as_relative();
@@ -148,7 +148,7 @@ pub fn list_directory(
             relative.push('/');
         }
         relative.push_str(name);
-        if !sandbox.policy().entry_visible(&relative, name) {
+        if !root.policy().entry_visible(&relative, name) {
             continue;
         }
         if smallest.len() < keep {
@@ -173,7 +173,8 @@ pub fn list_directory(
         ) {
             Ok(stat) => {
                 let path = if base.is_empty() { name.clone() } else { format!("{base}/{name}") };
-                entries.push(ListedEntry { name, path, info: EntryInfo::from_stat(&stat) });
+                let info = EntryInfo::from_meta(&Meta::from_stat(&stat));
+                entries.push(ListedEntry { name, path, info });
             }
             // Removed since it was read: the listing shows the directory now.
             Err(Errno::NOENT) => {}

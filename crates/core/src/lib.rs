@@ -1,13 +1,15 @@
-//! The hardened core of ServerFS: workdir configuration, the one race-free
-//! path resolver, the hidden/deny policy, and the read-only operations built
-//! on them (stat, list, streaming text reads).
+//! The hardened core of ServerFS: the one race-free path resolver, the
+//! hidden/deny policy, and the read-only operations built on them (stat,
+//! list, streaming text reads).
 //!
-//! The principal type is [`Sandbox`]: built once at start-up from
-//! [`WorkdirSpec`]s and a [`Policy`], it turns `(alias, client path)` into a
-//! [`Location`] (syntax and policy checked, nothing looked up yet) and
-//! opens handles beneath the workdir root without following any symlink.
-//! Every error is an [`FsError`] with a stable [`ErrorCode`] and a message
-//! that names paths only as `alias:/relative`.
+//! The principal type is [`Root`]: one directory handle opened with a
+//! display name, a [`Policy`] and a [`SymlinkRule`] ([`RootOptions`]). It
+//! turns a client path into a [`Location`] (syntax and policy checked,
+//! nothing looked up yet) and opens handles beneath the root: [`Meta`] for
+//! a stat, a read-only file, a [`WalkRoot`] for walkers, and
+//! [`Root::open_parent`] — a [`ParentDir`] and a [`Name`] — as the only
+//! seam a write crate gets. Every error is an [`FsError`] with a stable
+//! [`ErrorCode`] and a message that names paths only as `name:/relative`.
 //!
 //! This crate has no write API: nothing in it creates, modifies or removes
 //! a file.
@@ -15,13 +17,17 @@
 pub mod deadline;
 pub mod entries;
 pub mod error;
+mod meta;
 pub mod path;
 pub mod policy;
-pub mod sandbox;
+mod resolve;
+mod root;
 pub mod text;
 
 pub use deadline::{Deadline, Stop};
 pub use error::{ErrorCode, FsError};
+pub use meta::{EntryKind, Meta};
 pub use path::RelPath;
 pub use policy::Policy;
-pub use sandbox::{EntryKind, Location, ResolveMode, Sandbox, WalkRoot, Workdir, WorkdirSpec};
+pub use resolve::{ResolveMode, SymlinkRule};
+pub use root::{Location, Name, ParentDir, Root, RootError, RootOptions, WalkRoot};

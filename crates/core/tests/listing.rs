@@ -5,32 +5,28 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use serverfs_core::entries::{MAX_LIST_OFFSET, PageRequest, list_directory, stat_entry};
-use serverfs_core::{Deadline, EntryKind, ErrorCode, Policy, Sandbox, WorkdirSpec};
+use serverfs_core::{Deadline, EntryKind, ErrorCode, ResolveMode, Root, SymlinkRule};
 
-fn sandbox(dir: &std::path::Path) -> Sandbox {
-    let spec = WorkdirSpec {
-        alias: "w".into(),
-        description: None,
-        host_path: dir.into(),
-        origin: "w".into(),
-    };
-    Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap()
+mod support;
+
+fn sandbox(dir: &std::path::Path) -> Root {
+    support::root(dir, ResolveMode::Openat2, SymlinkRule::Never)
 }
 
 fn page(
-    sb: &Sandbox,
+    sb: &Root,
     path: &str,
     after: Option<&str>,
     offset: u64,
     limit: u64,
 ) -> (Vec<String>, bool, u64) {
-    let loc = sb.locate("w", path).unwrap();
+    let loc = sb.locate(path).unwrap();
     let l =
         list_directory(sb, &loc, PageRequest { after, offset, limit }, &Deadline::never()).unwrap();
     (l.entries.into_iter().map(|e| e.name).collect(), l.has_more, l.omitted)
 }
 
-fn names(sb: &Sandbox, path: &str, offset: u64, limit: u64) -> (Vec<String>, bool, u64) {
+fn names(sb: &Root, path: &str, offset: u64, limit: u64) -> (Vec<String>, bool, u64) {
     page(sb, path, None, offset, limit)
 }
 
@@ -89,7 +85,7 @@ fn byte_order_paging_and_omitted() {
 fn offset_is_capped_and_cursors_are_names() {
     let dir = tempfile::tempdir().unwrap();
     let sb = sandbox(dir.path());
-    let loc = sb.locate("w", "").unwrap();
+    let loc = sb.locate("").unwrap();
     let never = Deadline::never();
     for (after, offset) in [
         (None, MAX_LIST_OFFSET + 1),
@@ -111,7 +107,7 @@ fn a_passed_deadline_stops_a_listing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a"), "").unwrap();
     let sb = sandbox(dir.path());
-    let loc = sb.locate("w", "").unwrap();
+    let loc = sb.locate("").unwrap();
     let late = Deadline::new(std::time::Duration::ZERO, Arc::new(AtomicBool::new(false)));
     let err = list_directory(&sb, &loc, PageRequest { after: None, offset: 0, limit: 1 }, &late)
         .unwrap_err();
@@ -125,7 +121,7 @@ fn types_sizes_and_paths() {
     std::fs::write(dir.path().join("d/f.txt"), "12345").unwrap();
     std::os::unix::fs::symlink("f.txt", dir.path().join("d/link")).unwrap();
     let sb = sandbox(dir.path());
-    let loc = sb.locate("w", "d").unwrap();
+    let loc = sb.locate("d").unwrap();
     let all = PageRequest { after: None, offset: 0, limit: 10 };
     let l = list_directory(&sb, &loc, all, &Deadline::never()).unwrap();
     let got: Vec<_> =
@@ -141,6 +137,6 @@ fn types_sizes_and_paths() {
     assert!(
         l.entries.iter().all(|e| e.info.modified_at.as_deref().is_some_and(|t| t.ends_with('Z')))
     );
-    let info = stat_entry(&sb, &sb.locate("w", "d/f.txt").unwrap()).unwrap();
+    let info = stat_entry(&sb, &sb.locate("d/f.txt").unwrap()).unwrap();
     assert_eq!((info.kind, info.size), (EntryKind::File, Some(5)));
 }

@@ -1,11 +1,11 @@
 //! The tools' logic, synchronous and transport-free: arguments in, result or
-//! [`FsError`] out. Every path goes through the core's [`Sandbox`].
+//! [`FsError`] out. Every path goes through a [`Workdirs`] root.
 
 use std::num::NonZeroI64;
 
 use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{Deadline, EntryKind, FsError, Sandbox};
+use serverfs_core::{Deadline, EntryKind, FsError};
 
 use crate::limits::Limits;
 
@@ -16,24 +16,25 @@ use crate::schema::{
     ListDirectoryResult, ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult,
     SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult, TextMatch, WorkdirInfo,
 };
+use crate::workdirs::Workdirs;
 
 /// Everything a call needs, built once at start-up.
 #[derive(Debug)]
 pub struct ReadOnlyFs {
-    sandbox: Sandbox,
+    workdirs: Workdirs,
     limits: Limits,
 }
 
 impl ReadOnlyFs {
-    /// Binds the sandbox to validated limits.
-    pub fn new(sandbox: Sandbox, limits: Limits) -> Self {
-        Self { sandbox, limits }
+    /// Binds the workdirs to validated limits.
+    pub fn new(workdirs: Workdirs, limits: Limits) -> Self {
+        Self { workdirs, limits }
     }
 
     pub(crate) fn list_workdirs(&self) -> ListWorkdirsResult {
         ListWorkdirsResult {
             workdirs: self
-                .sandbox
+                .workdirs
                 .workdirs()
                 .iter()
                 .map(|w| WorkdirInfo {
@@ -55,9 +56,9 @@ impl ReadOnlyFs {
             self.limits.default_list_limit,
             self.limits.max_list_entries,
         )?;
-        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let page = PageRequest { after: args.cursor.as_deref(), offset: args.offset, limit };
-        let listing = entries::list_directory(&self.sandbox, &loc, page, deadline)?;
+        let listing = entries::list_directory(root, &loc, page, deadline)?;
         let next_cursor =
             if listing.has_more { listing.entries.last().map(|e| e.name.clone()) } else { None };
         let entries: Vec<DirectoryEntry> = listing
@@ -107,8 +108,8 @@ impl ReadOnlyFs {
             self.limits.default_read_lines(),
             self.limits.max_read_lines,
         )?;
-        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
-        let (file, _) = self.sandbox.open_file(&loc)?;
+        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
+        let (file, _) = root.open_file(&loc)?;
         let page = text::read_page(
             &file,
             &loc,
@@ -130,8 +131,8 @@ impl ReadOnlyFs {
     }
 
     pub(crate) fn stat_file(&self, args: &StatFileArgs) -> Result<StatFileResult, FsError> {
-        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
-        let info = entries::stat_entry(&self.sandbox, &loc)?;
+        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
+        let info = entries::stat_entry(root, &loc)?;
         let mime_type = match (info.kind, loc.path().file_name()) {
             (EntryKind::File, Some(name)) => Some(guess_mime(name)),
             _ => None,
@@ -151,9 +152,9 @@ impl ReadOnlyFs {
     ) -> Result<FindFilesResult, FsError> {
         let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
-        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let found = serverfs_search::find_files(
-            &self.sandbox,
+            root,
             &loc,
             &args.pattern,
             limit,
@@ -170,7 +171,7 @@ impl ReadOnlyFs {
     ) -> Result<SearchTextResult, FsError> {
         let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
-        let loc = self.sandbox.locate(&args.workdir, &args.path)?;
+        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let query = SearchQuery {
             query: &args.query,
             glob: args.glob.as_deref(),
@@ -179,7 +180,7 @@ impl ReadOnlyFs {
             max_file_bytes: self.limits.search_max_file_bytes,
             cursor: args.cursor.as_deref(),
         };
-        let found = serverfs_search::search_text(&self.sandbox, &loc, &query, budget)?;
+        let found = serverfs_search::search_text(root, &loc, &query, budget)?;
         Ok(Matches::from_outcome(found, |m| TextMatch { path: m.path, line: m.line, text: m.text }))
     }
 
@@ -201,10 +202,10 @@ impl ReadOnlyFs {
         deadline: &Deadline,
     ) -> Result<ResourceText, FsError> {
         let (alias, path) = crate::uri::parse(uri)?;
-        let loc = self.sandbox.locate(&alias, &path)?;
-        let (file, stat) = self.sandbox.open_file(&loc)?;
-        let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
-        let content = text::read_whole(&file, size, &loc, self.limits.max_read_bytes, deadline)?;
+        let (root, loc) = self.workdirs.locate(&alias, &path)?;
+        let (file, meta) = root.open_file(&loc)?;
+        let content =
+            text::read_whole(&file, meta.size, &loc, self.limits.max_read_bytes, deadline)?;
         // The content was just decoded as UTF-8 text: a name that says
         // nothing more specific makes it plain text, not octet-stream.
         let mime = loc

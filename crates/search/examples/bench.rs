@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serverfs_core::{Policy, Sandbox, WorkdirSpec};
+use serverfs_core::{Policy, Root, RootOptions};
 use serverfs_search::{Budget, SearchQuery, find_files, search_text};
 
 fn main() -> ExitCode {
@@ -33,21 +33,15 @@ fn main() -> ExitCode {
         eprintln!("bad limit");
         return ExitCode::from(2);
     };
-    let spec = WorkdirSpec {
-        alias: "bench".into(),
-        description: None,
-        host_path: dir.into(),
-        origin: "bench".into(),
-    };
-    let sandbox = match Sandbox::open(vec![spec], Policy::new(false, &[]).expect("built-in policy"))
-    {
-        Ok(s) => s,
+    let options = RootOptions::new("bench", Policy::new(false, &[]).expect("built-in policy"));
+    let root = match Root::open(std::path::Path::new(dir), options) {
+        Ok(root) => root,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("bench: {e}");
             return ExitCode::from(2);
         }
     };
-    let start = sandbox.locate("bench", "").expect("root");
+    let start = root.locate("").expect("root");
     let budget =
         Budget::new(10_000_000, Duration::from_secs(600), Arc::new(AtomicBool::new(false)));
     let mut out = std::io::stdout().lock();
@@ -61,7 +55,7 @@ fn main() -> ExitCode {
                 max_file_bytes: 52_428_800, // the server's default
                 cursor: None,
             };
-            search_text(&sandbox, &start, &q, &budget).map(|o| {
+            search_text(&root, &start, &q, &budget).map(|o| {
                 if print {
                     for m in &o.matches {
                         let _ = writeln!(out, "{}:{}:{}", m.path, m.line, m.text);
@@ -70,7 +64,7 @@ fn main() -> ExitCode {
                 (o.matches.len(), o.truncated_reason)
             })
         }
-        "find" => find_files(&sandbox, &start, what, limit, None, &budget).map(|o| {
+        "find" => find_files(&root, &start, what, limit, None, &budget).map(|o| {
             if print {
                 for m in &o.matches {
                     let _ = writeln!(out, "{}", m.path);

@@ -79,7 +79,7 @@ impl QueryKey {
                 h = h.wrapping_mul(0x0100_0000_01b3);
             }
         };
-        let alias = start.workdir().alias();
+        let alias = start.root().name();
         let path = start.path().as_relative();
         for field in [Some(tool), Some(alias), Some(path.as_str())].iter().chain(args) {
             match field {
@@ -156,19 +156,14 @@ impl Position {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serverfs_core::{ErrorCode, Policy, Sandbox, WorkdirSpec};
+    use serverfs_core::{ErrorCode, Policy, Root, RootOptions};
 
-    fn sandbox() -> (tempfile::TempDir, Sandbox) {
+    fn root() -> (tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("src/a")).unwrap();
-        let spec = WorkdirSpec {
-            alias: "w".into(),
-            description: None,
-            host_path: dir.path().to_path_buf(),
-            origin: "test".into(),
-        };
-        let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
-        (dir, sandbox)
+        let options = RootOptions::new("w", Policy::new(false, &[]).unwrap());
+        let root = Root::open(dir.path(), options).unwrap();
+        (dir, root)
     }
 
     #[test]
@@ -202,8 +197,8 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let (_d, sb) = sandbox();
-        let start = sb.locate("w", "src").unwrap();
+        let (_d, sb) = root();
+        let start = sb.locate("src").unwrap();
         let key = QueryKey::new("search_text", &start, &[Some("needle"), None, Some("true")]);
         for pos in [
             Position { path: "src".into(), line: None },
@@ -221,9 +216,9 @@ mod tests {
 
     #[test]
     fn keys_bind_every_identifying_argument() {
-        let (_d, sb) = sandbox();
-        let root = sb.locate("w", "").unwrap();
-        let src = sb.locate("w", "src").unwrap();
+        let (_d, sb) = root();
+        let root = sb.locate("").unwrap();
+        let src = sb.locate("src").unwrap();
         let keys = [
             QueryKey::new("find_files", &root, &[Some("*.rs")]),
             QueryKey::new("search_text", &root, &[Some("*.rs")]),
@@ -247,8 +242,8 @@ mod tests {
 
     #[test]
     fn foreign_and_malformed_cursors_are_invalid_arguments() {
-        let (_d, sb) = sandbox();
-        let src = sb.locate("w", "src").unwrap();
+        let (_d, sb) = root();
+        let src = sb.locate("src").unwrap();
         let key = QueryKey::new("find_files", &src, &[Some("*.rs")]);
         let other = QueryKey::new("find_files", &src, &[Some("*.py")]);
         let good = Position { path: "src/a".into(), line: None };

@@ -6,8 +6,8 @@
 //!   relative to the workdir root; any kind of entry list_directory would
 //!   show can match, reported with its type; symlinks are never descended.
 //! - Every reported entry is confirmed through the resolver
-//!   (`locate_walked` + `inspect`, no symlink followed) and its type is the
-//!   one that `lstat` beneath the root handle returned: a name the walker
+//!   (`locate_walked` + `inspect`, under the root's symlink rule) and its
+//!   type is the one that `lstat` beneath the root handle returned: a name the walker
 //!   read through a swapped-in symlink is dropped, never reported.
 //! - Entries the walker or the resolver could not read are counted in
 //!   `skipped.unreadable`, never silently dropped.
@@ -19,7 +19,7 @@
 //!   (limit) or the last entry visited (walk limit, deadline), so pages
 //!   concatenate to the unlimited answer (see the `cursor` module).
 
-use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Root};
 
 use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
 use crate::cursor::{Position, QueryKey};
@@ -46,7 +46,7 @@ pub type FindOutcome = Outcome<FoundEntry>;
 /// `SYMLINK_NOT_ALLOWED`, `PATH_NOT_FOUND`, … for `start`. Entries that fail
 /// during the walk are skipped, never an error.
 pub fn find_files(
-    sandbox: &Sandbox,
+    root: &Root,
     start: &Location<'_>,
     pattern: &str,
     limit: u64,
@@ -63,10 +63,10 @@ pub fn find_files(
     if resume.as_ref().is_some_and(|pos| pos.line.is_some()) {
         return Err(FsError::invalid("cursor: not a find_files cursor."));
     }
-    let root = sandbox.walk_root(start)?;
+    let dir = root.walk_root(start)?;
     let mut matches: Vec<FoundEntry> = Vec::new();
     let mut unconfirmed = 0;
-    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget, resume.as_ref());
+    let mut walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
     // The last entry dealt with: where a walk-limit or deadline stop resumes.
     let mut last = resume.map_or_else(|| start.path().as_relative(), |pos| pos.path);
     let truncated_reason = loop {
@@ -76,7 +76,7 @@ pub fn find_files(
             Step::Done => break None,
         };
         if glob.is_match(entry.below_start(), entry.name()) {
-            match confirm(sandbox, start, entry.rel_path()) {
+            match confirm(root, entry.rel_path()) {
                 Ok(_) if matches.len() as u64 == limit => {
                     break Some(TruncatedReason::SearchLimitReached);
                 }
@@ -98,11 +98,9 @@ pub fn find_files(
 /// The entry's type by `lstat` beneath the root handle, or the code of the
 /// resolver's refusal (`None`: a name no client could pass).
 fn confirm(
-    sandbox: &Sandbox,
-    start: &Location<'_>,
+    root: &Root,
     path: Option<serverfs_core::RelPath>,
 ) -> Result<EntryKind, Option<ErrorCode>> {
-    let loc =
-        sandbox.locate_walked(start.workdir(), path.ok_or(None)?).map_err(|e| Some(e.code()))?;
-    sandbox.inspect(&loc).map(|stat| EntryKind::from_stat(&stat)).map_err(|e| Some(e.code()))
+    let loc = root.locate_walked(path.ok_or(None)?).map_err(|e| Some(e.code()))?;
+    root.inspect(&loc).map(|meta| meta.kind).map_err(|e| Some(e.code()))
 }

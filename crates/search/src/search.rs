@@ -7,9 +7,9 @@
 //!   finds `äbc`). One match per line, files in walk order, lines
 //!   ascending: the same tree and query give the same result.
 //! - Only regular files that are visible under the policy are searched, and
-//!   only through a handle [`Sandbox::open_file`] opened beneath the root
-//!   without following any symlink; symlinks, FIFOs, sockets and devices
-//!   are never opened for reading. Files larger than `max_file_bytes` (by
+//!   only through a handle [`Root::open_file`] opened beneath the root
+//!   under its symlink rule; symlinks met by the walk, FIFOs, sockets and
+//!   devices are never opened for reading. Files larger than `max_file_bytes` (by
 //!   `fstat` on that handle) are skipped, and no file is read past
 //!   `max_file_bytes` even if it grows meanwhile.
 //! - Binary files — a NUL byte anywhere in what is read — yield no match at
@@ -42,7 +42,7 @@ use std::ops::Range;
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
-use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Sandbox};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Root};
 
 use serverfs_core::deadline::{DeadlineReader, is_deadline_stop};
 
@@ -104,7 +104,7 @@ pub struct SearchQuery<'q> {
 /// when `start` is a file that cannot be searched, the reason is the error
 /// (`READ_LIMIT_EXCEEDED`, `BINARY_FILE`, `ACCESS_DENIED`, `LINE_TOO_LARGE`).
 pub fn search_text(
-    sandbox: &Sandbox,
+    root: &Root,
     start: &Location<'_>,
     args: &SearchQuery<'_>,
     budget: &Budget,
@@ -118,7 +118,7 @@ pub fn search_text(
     let key = QueryKey::new("search_text", start, &[Some(args.query), args.glob, Some(case)]);
     let resume = args.cursor.map(|c| Position::decode(c, key, start)).transpose()?;
     let mut run = Run {
-        sandbox,
+        root,
         matcher: &matcher,
         searcher: SearcherBuilder::new()
             .line_number(true)
@@ -140,7 +140,7 @@ pub fn search_text(
     let start_path = start.path().as_relative();
     let mut last = resume.clone().unwrap_or(Position { path: start_path.clone(), line: None });
 
-    let start_kind = EntryKind::from_stat(&sandbox.inspect(start)?);
+    let start_kind = root.inspect(start)?.kind;
     if start_kind == EntryKind::File {
         let from_line = match &resume {
             None => 0,
@@ -169,9 +169,9 @@ pub fn search_text(
         ));
     }
     // Directories pass; symlinks get the resolver's error.
-    let root = sandbox.walk_root(start)?;
+    let dir = root.walk_root(start)?;
 
-    let mut walk = TreeWalk::new(sandbox.policy(), start, &root, budget, resume.as_ref());
+    let mut walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
     // Only the first entry can be the cursor's file, searched again from a
     // line on.
     let mut resume = resume.filter(|pos| pos.line.is_some());
@@ -189,9 +189,8 @@ pub fn search_text(
         // that counts is checked on the opened handle.
         let wanted = entry.looks_like_file()
             && glob.as_ref().is_none_or(|g| g.is_match(entry.below_start(), entry.name()));
-        let loc = wanted
-            .then(|| entry.rel_path().and_then(|p| sandbox.locate_walked(start.workdir(), p).ok()))
-            .flatten();
+        let loc =
+            wanted.then(|| entry.rel_path().and_then(|p| root.locate_walked(p).ok())).flatten();
         if let Some(loc) = loc {
             match run.search_file(loc, from_line) {
                 Ok(Some(reason)) => {
@@ -240,7 +239,7 @@ fn build_matcher(query: &str, case_sensitive: bool) -> Result<RegexMatcher, FsEr
 
 /// State of one search_text call.
 struct Run<'r, 's> {
-    sandbox: &'s Sandbox,
+    root: &'s Root,
     matcher: &'r RegexMatcher,
     searcher: Searcher,
     budget: &'r Budget,
@@ -280,11 +279,11 @@ impl Run<'_, '_> {
         loc: Location<'_>,
         from_line: u64,
     ) -> Result<Option<TruncatedReason>, NotSearched> {
-        let (file, stat) = self.sandbox.open_file(&loc).map_err(|e| match e.code() {
+        let (file, meta) = self.root.open_file(&loc).map_err(|e| match e.code() {
             ErrorCode::PathNotFound => NotSearched::Gone(e),
             _ => NotSearched::Unreadable(e),
         })?;
-        if u64::try_from(stat.st_size).unwrap_or(u64::MAX) > self.max_file_bytes {
+        if meta.size > self.max_file_bytes {
             return Err(NotSearched::TooLarge(FsError::new(
                 ErrorCode::ReadLimitExceeded,
                 format!(

@@ -32,11 +32,11 @@
 //! `ignore` reads directories by path, so a directory swapped for a
 //! symlink between two steps could make it list foreign names. The walk is
 //! therefore only a source of *candidate names*: callers confirm every
-//! entry through the [`Sandbox`] resolver (`inspect`, `open_file`) beneath
-//! the workdir's root handle before reporting or reading it.
+//! entry through the [`Root`] resolver (`inspect`, `open_file`) beneath
+//! the root handle before reporting or reading it.
 //!
 //! [`Policy::entry_visible`]: serverfs_core::Policy::entry_visible
-//! [`Sandbox`]: serverfs_core::Sandbox
+//! [`Root`]: serverfs_core::Root
 //! [`WalkRoot`]: serverfs_core::WalkRoot
 
 use std::cmp::Ordering;
@@ -171,7 +171,7 @@ impl<'b> TreeWalk<'b> {
     /// `resume` when given (a position at or below `start`, as
     /// [`Position::decode`] checked).
     pub(crate) fn new(
-        sandbox_policy: &serverfs_core::Policy,
+        policy: &serverfs_core::Policy,
         start: &Location<'_>,
         root: &WalkRoot,
         budget: &'b Budget,
@@ -187,7 +187,7 @@ impl<'b> TreeWalk<'b> {
 
         // The filter must be 'static: it owns a clone of the policy and
         // the two strings it needs to rebuild an entry's relative path.
-        let policy = sandbox_policy.clone();
+        let policy = policy.clone();
         let filter_root = walk_root.clone();
         let filter_prefix = prefix.clone();
         // Entries come to the filter in walk order, so once one sorts after

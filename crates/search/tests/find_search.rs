@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serverfs_core::{EntryKind, ErrorCode, FsError, Policy, ResolveMode, Sandbox, WorkdirSpec};
+use serverfs_core::{
+    EntryKind, ErrorCode, FsError, Policy, ResolveMode, Root, RootOptions, SymlinkRule,
+};
 use serverfs_search::{
     Budget, FindOutcome, SearchOutcome, SearchQuery, Skipped, TruncatedReason, find_files,
     search_text,
@@ -19,7 +21,16 @@ use tempfile::TempDir;
 
 struct Fx {
     dir: TempDir,
-    sandbox: Sandbox,
+    opened: Root,
+}
+
+/// The one way these tests open a root: named `w`, built-in policy.
+fn open_root(dir: &Path, mode: Option<ResolveMode>, rule: SymlinkRule) -> Root {
+    let mut options = RootOptions::new("w", Policy::new(false, &[]).unwrap()).symlinks(rule);
+    if let Some(mode) = mode {
+        options = options.resolve_mode(mode);
+    }
+    Root::open(dir, options).unwrap()
 }
 
 fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
@@ -33,14 +44,8 @@ fn fixture(build: impl FnOnce(&Path)) -> Fx {
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
     build(&root);
-    let spec = WorkdirSpec {
-        alias: "w".into(),
-        description: None,
-        host_path: root,
-        origin: "test".into(),
-    };
-    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
-    Fx { dir, sandbox }
+    let opened = open_root(&root, None, SymlinkRule::Never);
+    Fx { dir, opened }
 }
 
 impl Fx {
@@ -55,8 +60,8 @@ impl Fx {
         limit: u64,
         budget: &Budget,
     ) -> Result<FindOutcome, FsError> {
-        let start = self.sandbox.locate("w", path)?;
-        find_files(&self.sandbox, &start, pattern, limit, None, budget)
+        let start = self.opened.locate(path)?;
+        find_files(&self.opened, &start, pattern, limit, None, budget)
     }
 
     fn find(&self, path: &str, pattern: &str, limit: u64) -> FindOutcome {
@@ -69,8 +74,8 @@ impl Fx {
         q: &SearchQuery<'_>,
         budget: &Budget,
     ) -> Result<SearchOutcome, FsError> {
-        let start = self.sandbox.locate("w", path)?;
-        search_text(&self.sandbox, &start, q, budget)
+        let start = self.opened.locate(path)?;
+        search_text(&self.opened, &start, q, budget)
     }
 
     fn search(&self, query: &str) -> SearchOutcome {
@@ -525,24 +530,18 @@ fn walks_follow_the_opened_root_not_the_host_path() {
     );
     let link = dir.path().join("workdir");
     symlink(dir.path().join("real"), &link).unwrap();
-    let spec = WorkdirSpec {
-        alias: "w".into(),
-        description: None,
-        host_path: link.clone(),
-        origin: "test".into(),
-    };
-    let sandbox = Sandbox::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
+    let opened = open_root(&link, None, SymlinkRule::Never);
     fs::remove_file(&link).unwrap();
     symlink(dir.path().join("decoy"), &link).unwrap();
-    let start = sandbox.locate("w", "").unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
+    let start = opened.locate("").unwrap();
+    let found = find_files(&opened, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
-    let searched = search_text(&sandbox, &start, &q("needle"), &budget()).unwrap();
+    let searched = search_text(&opened, &start, &q("needle"), &budget()).unwrap();
     assert_eq!(hits(&searched), [("a/needle.txt", 1)]);
     assert_eq!(searched.skipped, Skipped::default());
     // Even with the link gone entirely.
     fs::remove_file(&link).unwrap();
-    let found = find_files(&sandbox, &start, "*.txt", 10, None, &budget()).unwrap();
+    let found = find_files(&opened, &start, "*.txt", 10, None, &budget()).unwrap();
     assert_eq!(paths(&found), ["a/needle.txt"]);
 }
 
@@ -707,24 +706,14 @@ fn cancellation_mid_search_returns_promptly() {
 /// Another thread atomically swaps directory `a` with a symlink to /etc
 /// (RENAME_EXCHANGE) while find and search run: no result may name or
 /// quote anything from /etc.
-fn swap_race(mode: ResolveMode) {
+fn swap_race(mode: ResolveMode, rule: SymlinkRule) {
     let fx = fixture(|r| {
         write(r, "a/inside.txt", "needle inside\n");
         write(r, "a/sub/deep.txt", "needle deep\n");
         write(r, "top.txt", "needle top\n");
         symlink("/etc", r.join(".swap")).unwrap();
     });
-    let sandbox = Sandbox::open(
-        vec![WorkdirSpec {
-            alias: "w".into(),
-            description: None,
-            host_path: fx.root(),
-            origin: "t".into(),
-        }],
-        Policy::new(false, &[]).unwrap(),
-    )
-    .unwrap()
-    .with_mode(mode);
+    let opened = open_root(&fx.root(), Some(mode), rule);
     let allowed = ["a", "a/inside.txt", "a/sub", "a/sub/deep.txt", "top.txt"];
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = {
@@ -745,17 +734,17 @@ fn swap_race(mode: ResolveMode) {
             swaps
         })
     };
-    let start = sandbox.locate("w", "").unwrap();
+    let start = opened.locate("").unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut runs = 0;
     while Instant::now() < deadline {
-        let found = find_files(&sandbox, &start, "*", 100, None, &budget()).unwrap();
+        let found = find_files(&opened, &start, "*", 100, None, &budget()).unwrap();
         for m in &found.matches {
             assert!(allowed.contains(&m.path.as_str()), "find leaked {:?}", m.path);
         }
         for query in ["needle", "root"] {
             let args = SearchQuery { limit: 100, ..q(query) };
-            let out = search_text(&sandbox, &start, &args, &budget()).unwrap();
+            let out = search_text(&opened, &start, &args, &budget()).unwrap();
             for m in &out.matches {
                 assert!(allowed.contains(&m.path.as_str()), "search leaked {:?}", m.path);
                 assert!(m.text.starts_with("needle "), "search leaked text {:?}", m.text);
@@ -770,12 +759,48 @@ fn swap_race(mode: ResolveMode) {
 
 #[test]
 fn swap_race_openat2() {
-    swap_race(ResolveMode::Openat2);
+    swap_race(ResolveMode::Openat2, SymlinkRule::Never);
 }
 
 #[test]
 fn swap_race_component_walk() {
-    swap_race(ResolveMode::ComponentWalk);
+    swap_race(ResolveMode::ComponentWalk, SymlinkRule::Never);
+}
+
+#[test]
+fn swap_race_openat2_following_links() {
+    swap_race(ResolveMode::Openat2, SymlinkRule::FollowWithinRoot);
+}
+
+#[test]
+fn swap_race_component_walk_following_links() {
+    swap_race(ResolveMode::ComponentWalk, SymlinkRule::FollowWithinRoot);
+}
+
+/// Under `FollowWithinRoot` a search may start through a link to a
+/// directory inside; links met by the walk are reported by find as links
+/// and never searched, and a link to a denied file is refused by name.
+#[test]
+fn following_links_from_the_start_only() {
+    let fx = fixture(|r| {
+        write(r, "src/main.rs", "needle\n");
+        write(r, ".env", "needle secret\n");
+        symlink("src", r.join("code")).unwrap();
+        symlink(".env", r.join("notes.txt")).unwrap();
+        symlink("../.env", r.join("src/env.rs")).unwrap();
+    });
+    let root = open_root(&fx.root(), None, SymlinkRule::FollowWithinRoot);
+    let start = root.locate("code").unwrap();
+    let found = find_files(&root, &start, "*", 10, None, &budget()).unwrap();
+    let kinds: Vec<_> = found.matches.iter().map(|m| (m.path.as_str(), m.kind)).collect();
+    assert_eq!(kinds, [("code/env.rs", EntryKind::Symlink), ("code/main.rs", EntryKind::File)]);
+    let out = search_text(&root, &start, &q("needle"), &budget()).unwrap();
+    assert_eq!(hits(&out), [("code/main.rs", 1)]);
+    let all = search_text(&root, &root.locate("").unwrap(), &q("needle"), &budget()).unwrap();
+    assert_eq!(hits(&all), [("src/main.rs", 1)]);
+    let notes = root.locate("notes.txt").unwrap();
+    let err = search_text(&root, &notes, &q("needle"), &budget()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::DeniedPath);
 }
 
 // ---------------------------------------------------------------- cursors
@@ -834,12 +859,11 @@ fn find_pages(
     limit: u64,
     budget: &dyn Fn(usize) -> Budget,
 ) -> (Vec<String>, usize) {
-    let start = fx.sandbox.locate("w", path).unwrap();
+    let start = fx.opened.locate(path).unwrap();
     let (mut all, mut cursor, mut calls) = (Vec::new(), None::<String>, 0);
     loop {
-        let out =
-            find_files(&fx.sandbox, &start, pattern, limit, cursor.as_deref(), &budget(calls))
-                .unwrap();
+        let out = find_files(&fx.opened, &start, pattern, limit, cursor.as_deref(), &budget(calls))
+            .unwrap();
         calls += 1;
         assert!(out.matches.len() as u64 <= limit);
         assert_eq!(out.next_cursor.is_some(), out.truncated_reason.is_some());
@@ -1075,9 +1099,9 @@ fn cursor_follows_the_tree_as_it_is_now() {
     // The entry the cursor names is gone: the next page starts after
     // where it was.
     fs::remove_file(fx.root().join("a/2.txt")).unwrap();
-    let start = fx.sandbox.locate("w", "").unwrap();
-    let next = find_files(&fx.sandbox, &start, "*.txt", 10, out.next_cursor.as_deref(), &budget())
-        .unwrap();
+    let start = fx.opened.locate("").unwrap();
+    let next =
+        find_files(&fx.opened, &start, "*.txt", 10, out.next_cursor.as_deref(), &budget()).unwrap();
     assert_eq!(paths(&next), ["a/3.txt", "b/1.txt"]);
     assert_eq!((next.truncated_reason, next.next_cursor), (None, None));
 }
@@ -1085,7 +1109,7 @@ fn cursor_follows_the_tree_as_it_is_now() {
 #[test]
 fn cursor_errors_are_invalid_arguments() {
     let fx = paging_fixture();
-    let start = fx.sandbox.locate("w", "").unwrap();
+    let start = fx.opened.locate("").unwrap();
     let find_cursor = fx.find("", "*.txt", 3).next_cursor.unwrap();
     let search_cursor = fx
         .search_with("", &SearchQuery { limit: 3, ..q("needle") }, &budget())
@@ -1093,8 +1117,8 @@ fn cursor_errors_are_invalid_arguments() {
         .next_cursor
         .unwrap();
     let find = |path: &str, pattern: &str, cursor: &str| {
-        let start = fx.sandbox.locate("w", path).unwrap();
-        find_files(&fx.sandbox, &start, pattern, 3, Some(cursor), &budget()).unwrap_err()
+        let start = fx.opened.locate(path).unwrap();
+        find_files(&fx.opened, &start, pattern, 3, Some(cursor), &budget()).unwrap_err()
     };
     let search =
         |path: &str, args: SearchQuery<'_>| fx.search_with(path, &args, &budget()).unwrap_err();
@@ -1118,6 +1142,6 @@ fn cursor_errors_are_invalid_arguments() {
         assert!(err.message().starts_with("cursor: "), "{}", err.message());
     }
     // The same cursor with the same arguments (and any limit) is fine.
-    let ok = find_files(&fx.sandbox, &start, "*.txt", 9, Some(&find_cursor), &budget()).unwrap();
+    let ok = find_files(&fx.opened, &start, "*.txt", 9, Some(&find_cursor), &budget()).unwrap();
     assert_eq!(ok.matches.len(), 9);
 }

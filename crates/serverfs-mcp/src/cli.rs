@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
+use serverfs_core::Policy;
 use serverfs_core::policy::split_glob_list;
-use serverfs_core::{Policy, WorkdirSpec};
-use serverfs_readonly::{Concurrency, Limits};
+use serverfs_readonly::{Concurrency, Limits, WorkdirSpec};
 use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
 
 use crate::workdirs::{arg_specs, slot_specs, validate_limits};

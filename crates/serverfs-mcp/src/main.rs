@@ -9,8 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serverfs_core::Sandbox;
-use serverfs_readonly::{ReadOnlyFs, ReadOnlyServer};
+use serverfs_readonly::{ReadOnlyFs, ReadOnlyServer, Workdirs};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, HttpConfig};
@@ -55,19 +54,19 @@ fn serve(cli: &Cli) -> ExitCode {
             tracing::warn!(event = "config_warning", message = %warning);
         }
     }
-    let sandbox = match Sandbox::open(config.workdirs, config.policy) {
-        Ok(sandbox) => sandbox,
-        Err(e) => return config_error(&e),
+    let workdirs = match Workdirs::open(config.workdirs, config.policy) {
+        Ok(workdirs) => workdirs,
+        Err(e) => return config_error(&e.to_string()),
     };
     tracing::info!(
         event = "starting",
-        workdirs = sandbox.workdirs().len(),
-        resolver = ?sandbox.mode(),
-        reopen_in_place = sandbox.reopens_in_place(),
-        allow_hidden = sandbox.policy().allow_hidden(),
+        workdirs = workdirs.workdirs().len(),
+        resolver = ?workdirs.mode(),
+        reopen_in_place = workdirs.reopens_in_place(),
+        allow_hidden = workdirs.allow_hidden(),
         transport = if cli.stdio { "stdio" } else { "http" },
     );
-    let fs = Arc::new(ReadOnlyFs::new(sandbox, config.limits));
+    let fs = Arc::new(ReadOnlyFs::new(workdirs, config.limits));
     // Every admitted call holds one blocking thread; the rest is for stdio.
     let blocking_threads = config.concurrency.blocking_threads() + 4;
     let runtime = match tokio::runtime::Builder::new_multi_thread()

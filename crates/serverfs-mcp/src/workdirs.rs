@@ -11,9 +11,8 @@
 
 use std::path::Path;
 
-use serverfs_core::WorkdirSpec;
 use serverfs_core::policy::SENTINEL;
-use serverfs_readonly::Limits;
+use serverfs_readonly::{Limits, WorkdirSpec};
 
 /// Number of Docker slots, `01` … `16`.
 pub(crate) const SLOT_COUNT: usize = 16;

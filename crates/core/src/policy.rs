@@ -95,14 +95,25 @@ impl Policy {
                     .map_err(|e| format!("invalid deny glob '{raw}': {}", e.kind()))
             };
             match pattern.rsplit_once('/') {
-                Some((_, tail)) => {
+                Some((head, tail)) => {
                     let anchored = if pattern.starts_with("**/") {
                         pattern.to_owned()
                     } else {
                         format!("**/{pattern}")
                     };
                     paths.add(glob(&anchored)?);
-                    tails.add(glob(tail)?);
+                    // The text after the last `/` is the rule's last
+                    // component only if that `/` is not inside a class or
+                    // an alternation (`a/[x/y]`, `x/{a,b/c}`): then the
+                    // head does not compile alone. A wrong tail would hide
+                    // the rule from the entries it names (found by
+                    // fuzz/fuzz_targets/policy.rs), so such a rule is
+                    // tried on every name instead.
+                    let tail = match (glob(head), glob(tail)) {
+                        (Ok(_), Ok(tail)) => tail,
+                        _ => glob("*")?,
+                    };
+                    tails.add(tail);
                 }
                 None => {
                     names.add(glob(pattern)?);
@@ -343,6 +354,30 @@ mod tests {
         for bad in ["/", "./", "//", ".", "../x", "a/../b", "  "] {
             let err = Policy::new(false, &[bad.to_owned()]).unwrap_err();
             assert!(err.contains("deny glob"), "{bad}: {err}");
+        }
+    }
+
+    /// A `/` inside a class or an alternation is not a component
+    /// boundary; such rules deny what they name (the first was found by
+    /// the policy fuzz target and used to deny nothing).
+    #[test]
+    fn a_slash_inside_a_class_or_alternation_still_denies() {
+        for (glob, denied, allowed) in [
+            ("[!..dd%FF**/id_r\u{7f}\u{7f}/*/;]", &["]", "dd/x"][..], &["d", "ab"][..]),
+            ("a/[x/y]", &["a/x", "b/a/y"], &["a/z", "a"]),
+            ("a/[!/]", &["a/b"], &["a/bc"]),
+            ("x/{a,b/c}", &["x/a", "x/b/c", "q/x/b/c"], &["x/b", "x/c"]),
+        ] {
+            let p = Policy::new(true, &[glob.to_owned()]).unwrap();
+            for path in denied {
+                assert_eq!(check(&p, path), Some(Refusal::Denied), "{glob}: {path}");
+                let name = path.rsplit('/').next().unwrap();
+                assert!(!p.entry_visible(path, name), "{glob}: {path}");
+            }
+            for path in allowed {
+                let Ok(rel) = RelPath::parse(path, "w") else { continue };
+                assert_eq!(p.check(&rel), None, "{glob}: {path}");
+            }
         }
     }
 

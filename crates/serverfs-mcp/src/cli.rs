@@ -10,7 +10,9 @@ use clap::error::{ContextKind, ErrorKind};
 use clap::{CommandFactory, Parser, Subcommand};
 use serverfs_core::Policy;
 use serverfs_core::policy::split_glob_list;
-use serverfs_tools::{Concurrency, Limits, WorkdirSpec};
+use serverfs_tools::{Concurrency, Limits};
+
+use crate::workdirs::WorkdirSpec;
 use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
 
 use crate::slots::{arg_specs, slot_specs, validate_limits};

@@ -9,14 +9,16 @@ mod handler;
 mod selfcheck;
 mod slots;
 pub mod uri;
+pub mod wire;
+pub mod workdirs;
 
-pub use handler::{INSTRUCTIONS, ReadOnlyServer};
+pub use handler::{INSTRUCTIONS, ReadOnlyFs, ReadOnlyServer};
+pub use workdirs::{Workdir, WorkdirError, WorkdirSpec, Workdirs};
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serverfs_tools::{ReadOnlyFs, Workdirs};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, HttpConfig};

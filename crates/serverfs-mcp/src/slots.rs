@@ -12,7 +12,9 @@
 use std::path::Path;
 
 use serverfs_core::policy::SENTINEL;
-use serverfs_tools::{Limits, WorkdirSpec};
+use serverfs_tools::Limits;
+
+use crate::workdirs::WorkdirSpec;
 
 /// Number of Docker slots, `01` … `16`.
 pub(crate) const SLOT_COUNT: usize = 16;

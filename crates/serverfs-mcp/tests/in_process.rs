@@ -8,8 +8,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use serverfs_core::Policy;
-use serverfs_mcp::{INSTRUCTIONS, ReadOnlyServer};
-use serverfs_tools::{Concurrency, Limits, ReadOnlyFs, WorkdirSpec, Workdirs};
+use serverfs_mcp::{INSTRUCTIONS, ReadOnlyFs, ReadOnlyServer, WorkdirSpec, Workdirs};
+use serverfs_tools::{Concurrency, Limits};
 
 async fn connect(dir: &std::path::Path) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let spec = WorkdirSpec {

@@ -190,7 +190,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::schema::{ListWorkdirsArgs, ReadTextFileArgs, SearchTextArgs, input_schema};
+    use crate::schema::{ReadTextFileArgs, SearchTextArgs, input_schema};
+
+    /// A tool without arguments.
+    #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
 
     fn read(args: Value) -> Result<ReadTextFileArgs, String> {
         let Value::Object(args) = args else { panic!() };
@@ -200,32 +204,31 @@ mod tests {
 
     #[test]
     fn accepts_good_arguments() {
-        let a = read(json!({"workdir": "w", "path": "p", "max_lines": 5.0, "start_line": null}))
-            .unwrap();
+        let a = read(json!({"path": "p", "max_lines": 5.0, "start_line": null})).unwrap();
         assert_eq!((a.max_lines, a.start_line), (Some(5), None));
     }
 
     #[test]
     fn names_the_argument_and_what_was_expected() {
         let cases = [
-            (json!({"workdir": "w"}), "path: required, expected a string."),
-            (json!({"workdir": "w", "path": null}), "path: expected a string; got null."),
-            (json!({"workdir": 1, "path": "p"}), "workdir: expected a string; got 1."),
+            (json!({}), "path: required, expected a string."),
+            (json!({"path": null}), "path: expected a string; got null."),
+            (json!({"path": 1}), "path: expected a string; got 1."),
             (
-                json!({"workdir": "w", "path": "p", "max_lines": -1}),
+                json!({"path": "p", "max_lines": -1}),
                 "max_lines: expected an integer from 1 to 500; got -1.",
             ),
             (
-                json!({"workdir": "w", "path": "p", "start_line": 1.5}),
+                json!({"path": "p", "start_line": 1.5}),
                 "start_line: expected an integer from -9007199254740991 to 9007199254740991; got 1.5.",
             ),
             (
-                json!({"workdir": "w", "path": "p", "max_lines": "5"}),
+                json!({"path": "p", "max_lines": "5"}),
                 "max_lines: expected an integer from 1 to 500; got \"5\".",
             ),
             (
-                json!({"workdir": "w", "path": "p", "follow": true}),
-                "follow: unknown argument; read_text_file takes max_lines, path, start_line, workdir.",
+                json!({"path": "p", "follow": true}),
+                "follow: unknown argument; read_text_file takes max_lines, path, start_line.",
             ),
         ];
         for (args, message) in cases {
@@ -236,25 +239,22 @@ mod tests {
     #[test]
     fn never_echoes_long_input() {
         let long = "x".repeat(10_000);
-        let err = read(json!({"workdir": "w", "path": "p", "max_lines": long})).unwrap_err();
+        let err = read(json!({"path": "p", "max_lines": long})).unwrap_err();
         let got = format!("got \"{}…", "x".repeat(39));
         assert!(err.len() < 200 && err.ends_with(&format!("{got}.")), "{err}");
-        let err = read(json!({"workdir": "w", "path": "p", long: 1})).unwrap_err();
+        let err = read(json!({"path": "p", long: 1})).unwrap_err();
         assert!(err.len() < 200 && err.contains(&format!("{}…: unknown", "x".repeat(40))), "{err}");
     }
 
     #[test]
     fn no_arguments_and_optional_booleans() {
         let Value::Object(args) = json!({"x": 1}) else { panic!() };
-        let err = parse::<ListWorkdirsArgs>(args, &input_schema::<ListWorkdirsArgs>(), "t");
+        let err = parse::<NoArgs>(args, &input_schema::<NoArgs>(), "t");
         assert_eq!(
             err.unwrap_err().to_string(),
             "INVALID_ARGUMENT: x: unknown argument; t takes none."
         );
-        let Value::Object(args) = json!({"workdir": "w", "query": "q", "case_sensitive": "no"})
-        else {
-            panic!()
-        };
+        let Value::Object(args) = json!({"query": "q", "case_sensitive": "no"}) else { panic!() };
         let err = parse::<SearchTextArgs>(args, &input_schema::<SearchTextArgs>(), "t");
         assert_eq!(
             err.unwrap_err().to_string(),

@@ -1,8 +1,9 @@
 //! The shared read tools of ServerFS: the call runner (per-class admission,
-//! deadline, cancellation, one log line), the read operations
-//! (list_directory, find_files, search_text, read_text_file, stat_file and
-//! whole-file reads) over a registry of core [`serverfs_core::Root`]s, their
-//! argument and result types with JSON Schemas every client accepts, and the
+//! deadline, cancellation, one log line) over a binary's own context, the
+//! read operations ([`ReadTools`]: list_directory, find_files, search_text,
+//! read_text_file, stat_file and whole-file reads) on a path already located
+//! in a core [`serverfs_core::Root`], their argument and result types — free
+//! of any `workdir` — with JSON Schemas every client accepts, and the
 //! argument extractor that turns any malformed argument into
 //! `INVALID_ARGUMENT`.
 //!
@@ -15,10 +16,8 @@ mod limits;
 mod ops;
 mod runner;
 pub mod schema;
-pub mod workdirs;
 
 pub use args::Args;
 pub use limits::{DEFAULT_READ_LINES, Limits};
-pub use ops::{ReadOnlyFs, ResourceText};
+pub use ops::{ReadTools, ResourceText};
 pub use runner::{CallClass, CallLog, Concurrency, Reported, Runner};
-pub use workdirs::{Workdir, WorkdirError, WorkdirSpec, Workdirs};

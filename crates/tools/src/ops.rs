@@ -1,11 +1,14 @@
-//! The tools' logic, synchronous and transport-free: arguments in, result or
-//! [`FsError`] out. Every path goes through a [`Workdirs`] root.
+//! The read tools' logic, synchronous and transport-free: a path already
+//! located in a core [`Root`] and the tool's arguments in, result or
+//! [`FsError`] out. Nothing here knows how a binary names its roots (one
+//! project root, or serverfs-mcp's workdirs); every access goes through the
+//! root's resolver.
 
 use std::num::NonZeroI64;
 
 use serverfs_core::entries::{self, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{Deadline, EntryKind, FsError};
+use serverfs_core::{Deadline, EntryKind, FsError, Location, Root};
 
 use crate::limits::Limits;
 use crate::runner::Reported;
@@ -14,40 +17,27 @@ use serverfs_search::{Budget, SearchQuery};
 
 use crate::schema::{
     DirectoryEntry, FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult,
-    ListWorkdirsResult, Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs,
-    SearchTextResult, StatFileArgs, StatFileResult, WorkdirInfo,
+    Matches, ReadTextFileArgs, ReadTextFileResult, SearchTextArgs, SearchTextResult,
+    StatFileResult,
 };
-use crate::workdirs::Workdirs;
 
-/// Everything a call needs, built once at start-up.
+/// The read tools under one set of limits, built once at start-up.
 #[derive(Debug)]
-pub struct ReadOnlyFs {
-    workdirs: Workdirs,
+pub struct ReadTools {
     limits: Limits,
 }
 
-impl ReadOnlyFs {
-    /// Binds the workdirs to validated limits.
-    pub fn new(workdirs: Workdirs, limits: Limits) -> Self {
-        Self { workdirs, limits }
+impl ReadTools {
+    /// The tools, held to validated `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self { limits }
     }
 
-    pub fn list_workdirs(&self) -> ListWorkdirsResult {
-        ListWorkdirsResult {
-            workdirs: self
-                .workdirs
-                .workdirs()
-                .iter()
-                .map(|w| WorkdirInfo {
-                    alias: w.alias().to_owned(),
-                    description: w.description().map(str::to_owned),
-                })
-                .collect(),
-        }
-    }
-
+    /// list_directory of `loc` (located from `args.path`).
     pub fn list_directory(
         &self,
+        root: &Root,
+        loc: &Location<'_>,
         args: &ListDirectoryArgs,
         deadline: &Deadline,
     ) -> Result<ListDirectoryResult, FsError> {
@@ -57,9 +47,8 @@ impl ReadOnlyFs {
             self.limits.default_list_limit,
             self.limits.max_list_entries,
         )?;
-        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let page = PageRequest { after: args.cursor.as_deref(), offset: args.offset, limit };
-        let listing = entries::list_directory(root, &loc, page, deadline)?;
+        let listing = entries::list_directory(root, loc, page, deadline)?;
         let next_cursor =
             if listing.has_more { listing.entries.last().map(|e| e.name.clone()) } else { None };
         let entries: Vec<DirectoryEntry> = listing
@@ -68,7 +57,6 @@ impl ReadOnlyFs {
             .map(|e| DirectoryEntry { name: e.name, path: e.path, meta: e.info.into() })
             .collect();
         Ok(ListDirectoryResult {
-            workdir: args.workdir.clone(),
             path: loc.path().as_relative(),
             returned: entries.len() as u64,
             entries,
@@ -90,8 +78,11 @@ impl ReadOnlyFs {
         self.limits.search_timeout
     }
 
+    /// read_text_file of `loc` (located from `args.path`).
     pub fn read_text_file(
         &self,
+        root: &Root,
+        loc: &Location<'_>,
         args: &ReadTextFileArgs,
         deadline: &Deadline,
     ) -> Result<ReadTextFileResult, FsError> {
@@ -109,18 +100,16 @@ impl ReadOnlyFs {
             self.limits.default_read_lines(),
             self.limits.max_read_lines,
         )?;
-        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
-        let (file, _) = root.open_file(&loc)?;
+        let (file, _) = root.open_file(loc)?;
         let page = text::read_page(
             &file,
-            &loc,
+            loc,
             start_line,
             max_lines,
             self.limits.max_read_bytes,
             deadline,
         )?;
         Ok(ReadTextFileResult {
-            workdir: args.workdir.clone(),
             path: loc.path().as_relative(),
             start_line: page.start_line,
             end_line: page.end_line,
@@ -131,32 +120,29 @@ impl ReadOnlyFs {
         })
     }
 
-    pub fn stat_file(&self, args: &StatFileArgs) -> Result<StatFileResult, FsError> {
-        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
-        let info = entries::stat_entry(root, &loc)?;
+    /// stat_file of `loc`.
+    pub fn stat_file(&self, root: &Root, loc: &Location<'_>) -> Result<StatFileResult, FsError> {
+        let info = entries::stat_entry(root, loc)?;
         let mime_type = match (info.kind, loc.path().file_name()) {
             (EntryKind::File, Some(name)) => Some(guess_mime(name)),
             _ => None,
         };
-        Ok(StatFileResult {
-            workdir: args.workdir.clone(),
-            path: loc.path().as_relative(),
-            meta: info.into(),
-            mime_type,
-        })
+        Ok(StatFileResult { path: loc.path().as_relative(), meta: info.into(), mime_type })
     }
 
+    /// find_files below `loc` (located from `args.path`).
     pub fn find_files(
         &self,
+        root: &Root,
+        loc: &Location<'_>,
         args: &FindFilesArgs,
         deadline: &Deadline,
     ) -> Result<FindFilesResult, FsError> {
         let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
-        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let found = serverfs_search::find_files(
             root,
-            &loc,
+            loc,
             &args.pattern,
             limit,
             args.cursor.as_deref(),
@@ -165,14 +151,16 @@ impl ReadOnlyFs {
         Ok(Matches::from_outcome(found))
     }
 
+    /// search_text below or in `loc` (located from `args.path`).
     pub fn search_text(
         &self,
+        root: &Root,
+        loc: &Location<'_>,
         args: &SearchTextArgs,
         deadline: &Deadline,
     ) -> Result<SearchTextResult, FsError> {
         let budget = &self.search_budget(deadline);
         let limit = self.search_limit(args.limit)?;
-        let (root, loc) = self.workdirs.locate(&args.workdir, &args.path)?;
         let query = SearchQuery {
             query: &args.query,
             glob: args.glob.as_deref(),
@@ -181,7 +169,7 @@ impl ReadOnlyFs {
             max_file_bytes: self.limits.search_max_file_bytes,
             cursor: args.cursor.as_deref(),
         };
-        let found = serverfs_search::search_text(root, &loc, &query, budget)?;
+        let found = serverfs_search::search_text(root, loc, &query, budget)?;
         Ok(Matches::from_outcome(found))
     }
 
@@ -198,14 +186,13 @@ impl ReadOnlyFs {
     /// and reader as read_text_file, capped at the read limit.
     pub fn read_whole_text(
         &self,
-        alias: &str,
-        path: &str,
+        root: &Root,
+        loc: &Location<'_>,
         deadline: &Deadline,
     ) -> Result<ResourceText, FsError> {
-        let (root, loc) = self.workdirs.locate(alias, path)?;
-        let (file, meta) = root.open_file(&loc)?;
+        let (file, meta) = root.open_file(loc)?;
         let content =
-            text::read_whole(&file, meta.size, &loc, self.limits.max_read_bytes, deadline)?;
+            text::read_whole(&file, meta.size, loc, self.limits.max_read_bytes, deadline)?;
         // The content was just decoded as UTF-8 text: a name that says
         // nothing more specific makes it plain text, not octet-stream.
         let mime = loc
@@ -230,7 +217,6 @@ pub struct ResourceText {
     pub mime: String,
 }
 
-impl Reported for ListWorkdirsResult {}
 impl Reported for ListDirectoryResult {}
 impl Reported for StatFileResult {}
 impl<T> Reported for Matches<T> {}

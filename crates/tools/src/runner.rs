@@ -31,8 +31,6 @@ use serverfs_core::{Deadline, ErrorCode, FsError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::ops::ReadOnlyFs;
-
 /// What kind of work a call is, for admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallClass {
@@ -83,11 +81,12 @@ pub trait Reported {
     }
 }
 
-/// The shared state of every call: the filesystem, the class semaphores
-/// and the timeouts. One per server process.
+/// The shared state of every call: the binary's context `C` (its roots and
+/// tools), the class semaphores and the timeouts. One per server process.
 #[derive(Debug)]
-pub struct Runner {
-    fs: Arc<ReadOnlyFs>,
+pub struct Runner<C> {
+    context: Arc<C>,
+    call_timeout: Duration,
     searches: Admission,
     reads: Admission,
     lookups: Admission,
@@ -123,11 +122,13 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl Runner {
-    /// The runner of every call to `fs`, admitting within `concurrency`.
-    pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
+impl<C: Send + Sync + 'static> Runner<C> {
+    /// The runner of every call on `context`, each under `call_timeout`,
+    /// admitted within `concurrency`.
+    pub fn new(context: Arc<C>, call_timeout: Duration, concurrency: &Concurrency) -> Self {
         Self {
-            fs,
+            context,
+            call_timeout,
             searches: Admission::new(concurrency.searches, "searches"),
             reads: Admission::new(concurrency.reads, "file reads"),
             lookups: Admission::new(concurrency.lookups, "listing and stat calls"),
@@ -147,7 +148,7 @@ impl Runner {
     ) -> Result<T, FsError>
     where
         T: Reported + Send + 'static,
-        F: FnOnce(&ReadOnlyFs, &Deadline) -> Result<T, FsError> + Send + 'static,
+        F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
         let started = Instant::now();
         let permit = match self.admit(class, &ct).await {
@@ -160,11 +161,11 @@ impl Runner {
         };
         let cancel = Arc::new(AtomicBool::new(false));
         let _raise = RaiseOnDrop(Arc::clone(&cancel));
-        let deadline = Deadline::new(self.fs.call_timeout(), Arc::clone(&cancel));
-        let fs = Arc::clone(&self.fs);
+        let deadline = Deadline::new(self.call_timeout, Arc::clone(&cancel));
+        let context = Arc::clone(&self.context);
         let mut work = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let outcome = op(&fs, &deadline);
+            let outcome = op(&context, &deadline);
             call.write(&outcome, started, deadline.is_cancelled());
             outcome
         });

@@ -1,6 +1,9 @@
-//! Tool inputs and outputs. The JSON Schemas clients see are derived from
-//! these types (never written by hand) by [`input_schema`] and
-//! [`output_schema`]; unknown arguments are rejected.
+//! Tool inputs and outputs of the shared read tools, free of any notion of
+//! workdir: paths are relative to the workdir root a binary located them in (a
+//! binary that names several roots adds its own `workdir`, as serverfs-mcp
+//! does). The JSON Schemas clients see are derived from these types (never
+//! written by hand) by [`input_schema`] and [`output_schema`]; unknown
+//! arguments are rejected.
 //!
 //! Guarantees of every published schema (so that strict JSON Schema 2020-12
 //! validators and schema converters of all clients accept it):
@@ -13,7 +16,7 @@
 //!
 //! The maxima of `limit` and `max_lines` written here are the defaults'
 //! ceilings; the server publishes its configured maxima instead (see
-//! `ReadOnlyServer::new`).
+//! serverfs-mcp's `ReadOnlyServer::new`).
 
 use std::sync::Arc;
 
@@ -32,9 +35,12 @@ pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let mut schema = tool_schema::<T>(SchemaSettings::draft2020_12());
     // A tool without arguments still lists its (empty) properties: some
     // clients' converters require the key.
-    Arc::make_mut(&mut schema)
-        .entry("properties")
-        .or_insert_with(|| Value::Object(JsonObject::new()));
+    let object = Arc::make_mut(&mut schema);
+    object.entry("properties").or_insert_with(|| Value::Object(JsonObject::new()));
+    // Unknown arguments are refused (the `Args` extractor enforces it); said
+    // here once for every tool, also for argument types flattened into a
+    // binary's own (serverfs-mcp's `workdir`).
+    object.insert("additionalProperties".into(), Value::Bool(false));
     schema
 }
 
@@ -144,33 +150,9 @@ fn optional_not_null(object: &mut serde_json::Map<String, Value>) {
     }
 }
 
-/// list_workdirs takes no arguments.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListWorkdirsArgs {}
-
-/// One configured workdir.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct WorkdirInfo {
-    /// The name to pass as `workdir` to the other tools.
-    pub alias: String,
-    /// What the administrator says the workdir holds.
-    pub description: Option<String>,
-}
-
-/// The configured workdirs, in configuration order.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ListWorkdirsResult {
-    /// The workdirs.
-    pub workdirs: Vec<WorkdirInfo>,
-}
-
 /// Arguments of list_directory.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ListDirectoryArgs {
-    /// Workdir alias (see list_workdirs).
-    pub workdir: String,
     /// Directory path relative to the workdir root; "" is the root.
     #[serde(default)]
     pub path: String,
@@ -224,8 +206,6 @@ impl From<serverfs_core::entries::EntryInfo> for EntryMeta {
 /// One page of a directory.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListDirectoryResult {
-    /// Workdir alias.
-    pub workdir: String,
     /// Normalised directory path.
     pub path: String,
     /// Entries, sorted by name; hidden and denied entries are left out.
@@ -247,10 +227,7 @@ pub struct ListDirectoryResult {
 
 /// Arguments of find_files.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct FindFilesArgs {
-    /// Workdir alias.
-    pub workdir: String,
     /// Directory to search from, relative to the workdir root.
     #[serde(default)]
     pub path: String,
@@ -328,10 +305,7 @@ pub type FindFilesResult = Matches<FoundEntry>;
 
 /// Arguments of search_text.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SearchTextArgs {
-    /// Workdir alias.
-    pub workdir: String,
     /// Directory (or file) to search, relative to the workdir root.
     #[serde(default)]
     pub path: String,
@@ -363,10 +337,7 @@ pub type SearchTextResult = Matches<TextMatch>;
 
 /// Arguments of read_text_file.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ReadTextFileArgs {
-    /// Workdir alias.
-    pub workdir: String,
     /// File path relative to the workdir root.
     pub path: String,
     /// First line to return (default 1): from 1 counting from the start, or
@@ -387,8 +358,6 @@ pub struct ReadTextFileArgs {
 /// One page of a text file.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ReadTextFileResult {
-    /// Workdir alias.
-    pub workdir: String,
     /// Normalised file path.
     pub path: String,
     /// First line of the page: the one asked for, or (asked from the end)
@@ -410,10 +379,7 @@ pub struct ReadTextFileResult {
 
 /// Arguments of stat_file.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct StatFileArgs {
-    /// Workdir alias.
-    pub workdir: String,
     /// Path relative to the workdir root; "" is the root.
     pub path: String,
 }
@@ -421,8 +387,6 @@ pub struct StatFileArgs {
 /// Metadata of one entry.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StatFileResult {
-    /// Workdir alias.
-    pub workdir: String,
     /// Normalised path.
     pub path: String,
     /// Type, size, modification time.

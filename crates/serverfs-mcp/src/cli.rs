@@ -15,7 +15,7 @@ use serverfs_tools::{Concurrency, Limits};
 use crate::workdirs::WorkdirSpec;
 use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
 
-use crate::slots::{arg_specs, slot_specs, validate_limits};
+use crate::slots::{ConfigError, arg_specs, slot_specs, validate_limits};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).
@@ -228,7 +228,10 @@ impl Cli {
     }
 
     /// Validates limits, policy and workdirs (slots or --workdir).
-    pub(crate) fn config(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
+    pub(crate) fn config(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let limits = Limits {
             max_read_bytes: self.max_read_bytes,
             max_read_lines: self.max_read_lines,
@@ -253,32 +256,42 @@ impl Cli {
             ("SERVERFS_MAX_CONCURRENT_LOOKUPS", concurrency.lookups),
         ] {
             if !(1..=MAX_CONCURRENT_CALLS).contains(&value) {
-                return Err(format!("{name} must be between 1 and {MAX_CONCURRENT_CALLS}"));
+                return Err(ConfigError::Setting(format!(
+                    "{name} must be between 1 and {MAX_CONCURRENT_CALLS}"
+                )));
             }
         }
         if !(1..=600).contains(&self.busy_wait_seconds) {
-            return Err("SERVERFS_BUSY_WAIT_SECONDS must be between 1 and 600".into());
+            return Err(ConfigError::Setting(
+                "SERVERFS_BUSY_WAIT_SECONDS must be between 1 and 600".to_owned(),
+            ));
         }
         if self.max_body_bytes == 0 {
-            return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".into());
+            return Err(ConfigError::Setting(
+                "SERVERFS_MAX_BODY_BYTES must be at least 1".to_owned(),
+            ));
         }
         let header_timeout =
             seconds("SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", self.http_header_timeout_seconds)?;
         let body_timeout =
             seconds("SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", self.http_body_timeout_seconds)?;
         if self.max_connections == 0 {
-            return Err("SERVERFS_MAX_CONNECTIONS must be at least 1".into());
+            return Err(ConfigError::Setting(
+                "SERVERFS_MAX_CONNECTIONS must be at least 1".to_owned(),
+            ));
         }
         check_fd_room(self.max_connections)?;
         let auth = self.bearer_auth(env)?;
         let hosts = trimmed(&self.allowed_hosts);
         if hosts.is_empty() {
-            return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".into());
+            return Err(ConfigError::Setting(
+                "SERVERFS_ALLOWED_HOSTS must name at least one host".to_owned(),
+            ));
         }
         let globs: Vec<String> =
             self.extra_deny_globs.iter().flat_map(|v| split_glob_list(v)).collect();
         let policy = Policy::new(self.allow_hidden, &globs)
-            .map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
+            .map_err(|e| ConfigError::Setting(format!("SERVERFS_EXTRA_DENY_GLOBS: {e}")))?;
         let workdirs = if self.workdirs.is_empty() {
             slot_specs(&self.workdirs_dir, env)?
         } else {
@@ -314,19 +327,25 @@ impl Cli {
     fn bearer_auth(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<BearerAuth>, String> {
+    ) -> Result<Option<BearerAuth>, ConfigError> {
         let (setting, token) = match (env("SERVERFS_TOKEN"), &self.token_file) {
             (None, None) => return Ok(None),
             (Some(_), Some(_)) => {
-                return Err("SERVERFS_TOKEN and SERVERFS_TOKEN_FILE (--token-file) are both set; \
+                return Err(ConfigError::Setting(
+                    "SERVERFS_TOKEN and SERVERFS_TOKEN_FILE (--token-file) are both set; \
                             use one"
-                    .into());
+                        .to_owned(),
+                ));
             }
             (Some(token), None) => ("SERVERFS_TOKEN", token),
             (None, Some(path)) => {
                 let setting = "SERVERFS_TOKEN_FILE (--token-file)";
-                let mut text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("{setting}: cannot read the token file: {}", e.kind()))?;
+                let mut text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::Setting(format!(
+                        "{setting}: cannot read the token file: {}",
+                        e.kind()
+                    ))
+                })?;
                 // Editors and `echo` end files with a newline; it is not part
                 // of the token.
                 if text.ends_with('\n') {
@@ -338,7 +357,9 @@ impl Cli {
                 (setting, text)
             }
         };
-        BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+        BearerAuth::new(&token)
+            .map(Some)
+            .map_err(|e| ConfigError::Setting(format!("{setting}: {e}")))
     }
 }
 
@@ -348,24 +369,26 @@ const FD_RESERVE: u64 = 128;
 
 /// The connection cap exists so that the open-file limit is never hit; a cap
 /// the limit cannot hold would defeat it, so it is refused at start-up.
-fn check_fd_room(max_connections: usize) -> Result<(), String> {
+fn check_fd_room(max_connections: usize) -> Result<(), ConfigError> {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let needed = u64::try_from(max_connections).unwrap_or(u64::MAX).saturating_add(FD_RESERVE);
     match limit {
-        Some(limit) if needed > limit => Err(format!(
+        Some(limit) if needed > limit => Err(ConfigError::Setting(format!(
             "SERVERFS_MAX_CONNECTIONS ({max_connections}) plus {FD_RESERVE} reserved descriptors \
              exceeds the open-file limit ({limit}); lower it or raise `ulimit -n`"
-        )),
+        ))),
         _ => Ok(()),
     }
 }
 
 /// A timeout setting in whole seconds, 1 ≤ n ≤ a day.
-fn seconds(setting: &str, n: u64) -> Result<Duration, String> {
+fn seconds(setting: &str, n: u64) -> Result<Duration, ConfigError> {
     if (1..=MAX_TIMEOUT_SECONDS).contains(&n) {
         Ok(Duration::from_secs(n))
     } else {
-        Err(format!("{setting} must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}"))
+        Err(ConfigError::Setting(format!(
+            "{setting} must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}"
+        )))
     }
 }
 

@@ -57,7 +57,7 @@ fn serve(cli: &Cli) -> ExitCode {
     let env = |key: &str| std::env::var(key).ok();
     let config = match cli.config(&env) {
         Ok(config) => config,
-        Err(e) => return config_error(&e),
+        Err(e) => return config_error(&e.to_string()),
     };
     if !cli.stdio {
         for warning in config.warnings() {

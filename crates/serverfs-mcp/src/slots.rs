@@ -16,6 +16,28 @@ use serverfs_tools::Limits;
 
 use crate::workdirs::WorkdirSpec;
 
+/// Why the configuration cannot be served; `Display` is the one line that
+/// start-up prints before exiting 2. Each kind names what to fix: a setting
+/// (its variable), a Docker slot (`slot 03`, never its host path) or a
+/// `--workdir` (as the operator typed it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ConfigError {
+    /// A setting's value cannot be used.
+    Setting(String),
+    /// A Docker slot is inconsistent.
+    Slot(String),
+    /// A `--workdir` or `--workdir-description` is malformed.
+    Workdir(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Setting(line) | Self::Slot(line) | Self::Workdir(line) => f.write_str(line),
+        }
+    }
+}
+
 /// Number of Docker slots, `01` … `16`.
 pub(crate) const SLOT_COUNT: usize = 16;
 /// Longest alias.
@@ -29,7 +51,7 @@ const MAX_ALIAS_LEN: usize = 32;
 ///
 /// # Errors
 /// One line naming the setting.
-pub(crate) fn validate_limits(limits: &Limits) -> Result<(), String> {
+pub(crate) fn validate_limits(limits: &Limits) -> Result<(), ConfigError> {
     let named = [
         ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
         ("SERVERFS_MAX_READ_LINES", limits.max_read_lines),
@@ -42,19 +64,19 @@ pub(crate) fn validate_limits(limits: &Limits) -> Result<(), String> {
         ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
     ];
     if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
-        return Err(format!("{name} must be at least 1"));
+        return Err(ConfigError::Setting(format!("{name} must be at least 1")));
     }
     if limits.default_list_limit > limits.max_list_entries {
-        return Err(format!(
+        return Err(ConfigError::Setting(format!(
             "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
             limits.default_list_limit, limits.max_list_entries
-        ));
+        )));
     }
     if limits.default_search_results > limits.max_search_results {
-        return Err(format!(
+        return Err(ConfigError::Setting(format!(
             "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
             limits.default_search_results, limits.max_search_results
-        ));
+        )));
     }
     Ok(())
 }
@@ -89,13 +111,13 @@ pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
 pub(crate) fn slot_specs(
     workdirs_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<WorkdirSpec>, String> {
+) -> Result<Vec<WorkdirSpec>, ConfigError> {
     if std::fs::symlink_metadata(workdirs_dir).is_err() {
         // Nothing Docker-like here: the operator most likely ran the binary
         // by hand and meant --workdir.
-        return Err(
-            "no workdir is configured: pass --workdir ALIAS=PATH (for example --workdir docs=/usr/share/doc), or mount the Docker slots 01…16 under SERVERFS_WORKDIRS_DIR".into(),
-        );
+        return Err(ConfigError::Slot(
+            "no workdir is configured: pass --workdir ALIAS=PATH (for example --workdir docs=/usr/share/doc), or mount the Docker slots 01…16 under SERVERFS_WORKDIRS_DIR".to_owned(),
+        ));
     }
     let mut specs: Vec<(String, WorkdirSpec)> = Vec::new();
     for n in 1..=SLOT_COUNT {
@@ -106,36 +128,42 @@ pub(crate) fn slot_specs(
         let dir = workdirs_dir.join(&slot);
         match std::fs::symlink_metadata(&dir) {
             Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(format!("{origin}: the slot mount point is not a directory")),
+            Ok(_) => {
+                return Err(ConfigError::Slot(format!(
+                    "{origin}: the slot mount point is not a directory"
+                )));
+            }
             Err(_) => {
-                return Err(format!(
+                return Err(ConfigError::Slot(format!(
                     "{origin}: the slot directory {slot} is missing from SERVERFS_WORKDIRS_DIR"
-                ));
+                )));
             }
         }
         let disabled = std::fs::symlink_metadata(dir.join(SENTINEL)).is_ok();
         match (alias.is_empty(), disabled) {
             (true, true) => {
                 if !description.is_empty() {
-                    return Err(format!(
+                    return Err(ConfigError::Slot(format!(
                         "{origin}: WORKDIR_{slot}_DESCRIPTION is set but WORKDIR_{slot}_ALIAS is empty"
-                    ));
+                    )));
                 }
             }
             (false, true) => {
-                return Err(format!(
+                return Err(ConfigError::Slot(format!(
                     "{origin}: WORKDIR_{slot}_ALIAS is set but no host directory is mounted (is WORKDIR_{slot}_PATH empty?), or the directory holds the reserved file {SENTINEL}"
-                ));
+                )));
             }
             (true, false) => {
-                return Err(format!(
+                return Err(ConfigError::Slot(format!(
                     "{origin}: a host directory is mounted but WORKDIR_{slot}_ALIAS is empty; set an alias or unset WORKDIR_{slot}_PATH"
-                ));
+                )));
             }
             (false, false) => {
-                validate_alias(&alias).map_err(|e| format!("{origin}: {e}"))?;
+                validate_alias(&alias).map_err(|e| ConfigError::Slot(format!("{origin}: {e}")))?;
                 if let Some((other, _)) = specs.iter().find(|(_, s)| s.alias == alias) {
-                    return Err(format!("{origin}: alias '{alias}' is already used by {other}"));
+                    return Err(ConfigError::Slot(format!(
+                        "{origin}: alias '{alias}' is already used by {other}"
+                    )));
                 }
                 let spec = WorkdirSpec {
                     alias,
@@ -149,7 +177,7 @@ pub(crate) fn slot_specs(
     }
     let specs: Vec<WorkdirSpec> = specs.into_iter().map(|(_, s)| s).collect();
     if specs.is_empty() {
-        return Err("no workdir is configured: set WORKDIR_01_ALIAS and WORKDIR_01_PATH (or pass --workdir ALIAS=PATH)".into());
+        return Err(ConfigError::Slot("no workdir is configured: set WORKDIR_01_ALIAS and WORKDIR_01_PATH (or pass --workdir ALIAS=PATH)".to_owned()));
     }
     Ok(specs)
 }
@@ -162,18 +190,20 @@ pub(crate) fn slot_specs(
 pub(crate) fn arg_specs(
     workdirs: &[String],
     descriptions: &[String],
-) -> Result<Vec<WorkdirSpec>, String> {
+) -> Result<Vec<WorkdirSpec>, ConfigError> {
     let mut specs: Vec<WorkdirSpec> = Vec::new();
     for arg in workdirs {
         let (alias, path) = arg.split_once('=').ok_or_else(|| {
-            "--workdir takes ALIAS=PATH (for example projects=/srv/projects)".to_owned()
+            ConfigError::Workdir(
+                "--workdir takes ALIAS=PATH (for example projects=/srv/projects)".to_owned(),
+            )
         })?;
-        validate_alias(alias).map_err(|e| format!("--workdir: {e}"))?;
+        validate_alias(alias).map_err(|e| ConfigError::Workdir(format!("--workdir: {e}")))?;
         if path.is_empty() {
-            return Err(format!("--workdir '{alias}': the path is empty"));
+            return Err(ConfigError::Workdir(format!("--workdir '{alias}': the path is empty")));
         }
         if specs.iter().any(|s| s.alias == alias) {
-            return Err(format!("--workdir '{alias}': alias is given twice"));
+            return Err(ConfigError::Workdir(format!("--workdir '{alias}': alias is given twice")));
         }
         specs.push(WorkdirSpec {
             alias: alias.to_owned(),
@@ -185,16 +215,18 @@ pub(crate) fn arg_specs(
         });
     }
     for arg in descriptions {
-        let (alias, text) = arg
-            .split_once('=')
-            .ok_or_else(|| "--workdir-description takes ALIAS=TEXT".to_owned())?;
+        let (alias, text) = arg.split_once('=').ok_or_else(|| {
+            ConfigError::Workdir("--workdir-description takes ALIAS=TEXT".to_owned())
+        })?;
         let spec = specs.iter_mut().find(|s| s.alias == alias).ok_or_else(|| {
-            format!("--workdir-description '{alias}': no --workdir has that alias")
+            ConfigError::Workdir(format!(
+                "--workdir-description '{alias}': no --workdir has that alias"
+            ))
         })?;
         spec.description = (!text.is_empty()).then(|| text.to_owned());
     }
     if specs.is_empty() {
-        return Err("no workdir is configured".into());
+        return Err(ConfigError::Workdir("no workdir is configured".to_owned()));
     }
     Ok(specs)
 }
@@ -238,13 +270,16 @@ mod tests {
     #[test]
     fn limits_validation() {
         assert!(validate_limits(&Limits::default()).is_ok());
+        let setting = |limits: Limits| match validate_limits(&limits) {
+            Err(ConfigError::Setting(line)) => line,
+            other => panic!("{other:?}"),
+        };
         let zero = Limits { max_walk_entries: 0, ..Limits::default() };
-        assert!(validate_limits(&zero).unwrap_err().contains("SERVERFS_MAX_WALK_ENTRIES"));
+        assert!(setting(zero).contains("SERVERFS_MAX_WALK_ENTRIES"));
         let inverted = Limits { default_list_limit: 600, ..Limits::default() };
-        assert!(validate_limits(&inverted).unwrap_err().contains("SERVERFS_DEFAULT_LIST_LIMIT"));
+        assert!(setting(inverted).contains("SERVERFS_DEFAULT_LIST_LIMIT"));
         let inverted = Limits { default_search_results: 101, ..Limits::default() };
-        let err = validate_limits(&inverted).unwrap_err();
-        assert!(err.contains("SERVERFS_DEFAULT_SEARCH_RESULTS"));
+        assert!(setting(inverted).contains("SERVERFS_DEFAULT_SEARCH_RESULTS"));
     }
 
     struct Slots {
@@ -272,9 +307,13 @@ mod tests {
             self.env.insert(key.into(), value.into());
             self
         }
+        /// The slots, or the one line a slot error prints.
         fn load(&self) -> Result<Vec<WorkdirSpec>, String> {
             let env = |k: &str| self.env.get(k).cloned();
-            slot_specs(self.dir.path(), &env)
+            slot_specs(self.dir.path(), &env).map_err(|e| match e {
+                ConfigError::Slot(line) => line,
+                other => panic!("not a slot error: {other:?}"),
+            })
         }
     }
 

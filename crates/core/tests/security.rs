@@ -505,29 +505,8 @@ fn race(mode: ResolveMode, rule: SymlinkRule) {
     symlink("real", root.join("inner")).unwrap();
     let opened = support::root(&root, mode, rule);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapper = {
-        let stop = Arc::clone(&stop);
-        let root = root.clone();
-        std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                // RENAME_EXCHANGE swaps a directory and a symlink atomically
-                for (a, b) in [("swap", "evil"), ("swap2", "evil2")] {
-                    rustix::fs::renameat_with(
-                        rustix::fs::CWD,
-                        root.join(a),
-                        rustix::fs::CWD,
-                        root.join(b),
-                        rustix::fs::RenameFlags::EXCHANGE,
-                    )
-                    .unwrap();
-                }
-                swaps += 1;
-            }
-            swaps
-        })
-    };
+    // RENAME_EXCHANGE swaps a directory and a symlink atomically.
+    let swapper = support::Swapper::start(&root, &[("swap", "evil"), ("swap2", "evil2")]);
     let (mut ok_reads, mut inner_reads) = (0, 0);
     for _ in 0..10_000 {
         for name in ["swap/passwd", "evil/passwd", "swap2/passwd", "evil2/passwd", "inner/hostname"]
@@ -555,8 +534,7 @@ fn race(mode: ResolveMode, rule: SymlinkRule) {
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    let swaps = swapper.stop();
     assert!(swaps > 1000, "the swapper ran only {swaps} times");
     assert!(ok_reads > 0, "no read ever succeeded: the test did not exercise the race");
     if rule == SymlinkRule::FollowWithinRoot {
@@ -591,26 +569,7 @@ fn fifo_swap_race(mode: ResolveMode, rule: SymlinkRule) {
             opened.is_ok()
         })
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let swapper = {
-        let stop = Arc::clone(&stop);
-        let root = root.clone();
-        std::thread::spawn(move || {
-            let mut swaps = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                rustix::fs::renameat_with(
-                    rustix::fs::CWD,
-                    root.join("target"),
-                    rustix::fs::CWD,
-                    root.join("fifo"),
-                    rustix::fs::RenameFlags::EXCHANGE,
-                )
-                .unwrap();
-                swaps += 1;
-            }
-            swaps
-        })
-    };
+    let swapper = support::Swapper::start(&root, &[("target", "fifo")]);
     let (mut files, mut fifos) = (0u64, 0u64);
     for _ in 0..20_000 {
         let loc = opened.locate("target").unwrap();
@@ -628,8 +587,7 @@ fn fifo_swap_race(mode: ResolveMode, rule: SymlinkRule) {
         }
         assert!(!released.load(Ordering::SeqCst), "a FIFO was opened for reading");
     }
-    stop.store(true, Ordering::Relaxed);
-    swapper.join().unwrap();
+    swapper.stop();
     assert!(files > 0 && fifos > 0, "the race was not exercised ({files} files, {fifos} FIFOs)");
     assert!(!released.load(Ordering::SeqCst), "a FIFO was opened for reading");
     // Release the writer ourselves.

@@ -464,6 +464,48 @@ fn link_into_git_component_walk() {
 
 // ------------------------------------------------------------- races
 
+/// A thread that swaps pairs of names below a directory with
+/// `RENAME_EXCHANGE` (atomically, so every lookup meets one or the other)
+/// until stopped: the race every swap test runs against.
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Swapper {
+    /// Starts swapping each `(a, b)` of `pairs` below `dir`, in a loop.
+    fn start(dir: &std::path::Path, pairs: &[(&str, &str)]) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pairs: Vec<_> = pairs.iter().map(|(a, b)| (dir.join(a), dir.join(b))).collect();
+        let running = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !running.load(Ordering::Relaxed) {
+                for (a, b) in &pairs {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        a,
+                        rustix::fs::CWD,
+                        b,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                }
+                rounds += 1;
+            }
+            rounds
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops the thread; how many rounds of swaps it made.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// One test per resolve mode × symlink rule, each calling `$run(mode, rule)`.
 macro_rules! four_ways {
     ($name:ident, $run:ident) => {
@@ -506,7 +548,7 @@ fn race(mode: ResolveMode, rule: SymlinkRule) {
     let opened = support::root(&root, mode, rule);
 
     // RENAME_EXCHANGE swaps a directory and a symlink atomically.
-    let swapper = support::Swapper::start(&root, &[("swap", "evil"), ("swap2", "evil2")]);
+    let swapper = Swapper::start(&root, &[("swap", "evil"), ("swap2", "evil2")]);
     let (mut ok_reads, mut inner_reads) = (0, 0);
     for _ in 0..10_000 {
         for name in ["swap/passwd", "evil/passwd", "swap2/passwd", "evil2/passwd", "inner/hostname"]
@@ -569,7 +611,7 @@ fn fifo_swap_race(mode: ResolveMode, rule: SymlinkRule) {
             opened.is_ok()
         })
     };
-    let swapper = support::Swapper::start(&root, &[("target", "fifo")]);
+    let swapper = Swapper::start(&root, &[("target", "fifo")]);
     let (mut files, mut fifos) = (0u64, 0u64);
     for _ in 0..20_000 {
         let loc = opened.locate("target").unwrap();

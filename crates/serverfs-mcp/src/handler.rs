@@ -49,13 +49,12 @@ ServerFS never modifies files and provides no command execution.";
 pub struct ReadOnlyFs {
     workdirs: Workdirs,
     tools: ReadTools,
-    limits: Limits,
 }
 
 impl ReadOnlyFs {
     /// The workdirs, served under `limits`.
     pub fn new(workdirs: Workdirs, limits: Limits) -> Self {
-        Self { workdirs, tools: ReadTools::new(limits.clone()), limits }
+        Self { workdirs, tools: ReadTools::new(limits) }
     }
 
     fn list_workdirs(&self) -> ListWorkdirsResult {
@@ -127,8 +126,8 @@ impl ReadOnlyServer {
     pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
         let mut tool_router = Self::tool_router();
         stamp_read_only(&mut tool_router);
-        publish_configured_maxima(&mut tool_router, &fs.limits);
-        let call_timeout = fs.limits.search_timeout;
+        publish_configured_maxima(&mut tool_router, fs.tools.limits());
+        let call_timeout = fs.tools.call_timeout();
         let runner = Runner::new(fs, call_timeout, concurrency);
         Self { runner: Arc::new(runner), tool_router: Arc::new(tool_router) }
     }
@@ -266,8 +265,8 @@ impl ReadOnlyServer {
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        self.call(CallClass::Lookup, call, ct, move |fs, deadline| {
-            let _ = deadline;
+        // One `fstatat`: nothing for the deadline to interrupt.
+        self.call(CallClass::Lookup, call, ct, move |fs, _| {
             fs.in_workdir(&args, |tools, root, loc| tools.stat_file(root, loc))
         })
         .await

@@ -48,11 +48,28 @@ pub enum ErrorCode {
     ServerBusy,
     /// The call passed its deadline before it could answer.
     Timeout,
+    /// serverfs-dev: the path to create already exists.
+    AlreadyExists,
+    /// serverfs-dev: the patch text is malformed (the message names the
+    /// patch line).
+    PatchSyntax,
+    /// serverfs-dev: a hunk's context is not in the file.
+    PatchContextNotFound,
+    /// serverfs-dev: a hunk's context matches more than once.
+    PatchContextAmbiguous,
+    /// serverfs-dev: the same path twice, or a target changed since it
+    /// was matched.
+    PatchConflict,
+    /// serverfs-dev: the patch is over its size or operation limit.
+    PatchTooLarge,
+    /// serverfs-dev: the command policy refuses a program or a shell
+    /// metacharacter.
+    CommandNotAllowed,
 }
 
 impl ErrorCode {
     /// Every code: SPEC §2.3's order, then the ones added since.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 25] = [
         Self::WorkdirNotFound,
         Self::PathNotFound,
         Self::NotADirectory,
@@ -71,6 +88,13 @@ impl ErrorCode {
         Self::InternalError,
         Self::ServerBusy,
         Self::Timeout,
+        Self::AlreadyExists,
+        Self::PatchSyntax,
+        Self::PatchContextNotFound,
+        Self::PatchContextAmbiguous,
+        Self::PatchConflict,
+        Self::PatchTooLarge,
+        Self::CommandNotAllowed,
     ];
 
     /// The wire form, e.g. `PATH_OUTSIDE_WORKDIR`.
@@ -94,6 +118,13 @@ impl ErrorCode {
             Self::InternalError => "INTERNAL_ERROR",
             Self::ServerBusy => "SERVER_BUSY",
             Self::Timeout => "TIMEOUT",
+            Self::AlreadyExists => "ALREADY_EXISTS",
+            Self::PatchSyntax => "PATCH_SYNTAX",
+            Self::PatchContextNotFound => "PATCH_CONTEXT_NOT_FOUND",
+            Self::PatchContextAmbiguous => "PATCH_CONTEXT_AMBIGUOUS",
+            Self::PatchConflict => "PATCH_CONFLICT",
+            Self::PatchTooLarge => "PATCH_TOO_LARGE",
+            Self::CommandNotAllowed => "COMMAND_NOT_ALLOWED",
         }
     }
 }

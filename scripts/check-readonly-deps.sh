@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The workspace crates serverfs-mcp links, and nothing else.
-readonly_crates=(serverfs-core serverfs-search serverfs-tools serverfs-transport serverfs-mcp)
+readonly_crates=(serverfs-core serverfs-search serverfs-tools serverfs-transport serverfs-settings serverfs-mcp)
 
 # Third-party crates that spawn processes, drive ptys, or exist to write
 # files; none has a place in a read-only server.

@@ -28,9 +28,9 @@ use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
     ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
-    input_schema, output_schema,
+    input_schema, output_schema, publish_configured_maxima,
 };
-use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Limits, ReadTools, Reported, Runner};
+use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Limits, ReadTools, Runner};
 
 use crate::uri;
 use crate::wire::{InWorkdir, ListWorkdirsArgs, ListWorkdirsResult, WorkdirInfo};
@@ -117,9 +117,6 @@ impl std::fmt::Debug for ReadOnlyServer {
     }
 }
 
-/// What every tool returns: structured output, or `CODE: message`.
-type ToolResult<T> = Result<Json<T>, String>;
-
 #[tool_router]
 impl ReadOnlyServer {
     /// Serves `fs`, admitting calls within `concurrency`.
@@ -140,12 +137,12 @@ impl ReadOnlyServer {
     )]
     async fn list_workdirs(
         &self,
-        Args(args): Args<ListWorkdirsArgs>,
+        args: Args<ListWorkdirsArgs>,
         ct: CancellationToken,
     ) -> Result<Json<ListWorkdirsResult>, String> {
-        Self::accept("list_workdirs", args)?;
+        args.accept("list_workdirs")?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
-        self.call(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
+        self.runner.run_tool(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
     }
 
     #[tool(
@@ -156,21 +153,22 @@ impl ReadOnlyServer {
     )]
     async fn list_directory(
         &self,
-        Args(args): Args<InWorkdir<ListDirectoryArgs>>,
+        args: Args<InWorkdir<ListDirectoryArgs>>,
         ct: CancellationToken,
     ) -> Result<Json<InWorkdir<ListDirectoryResult>>, String> {
-        let args = Self::accept("list_directory", args)?;
+        let args = args.accept("list_directory")?;
         let call = CallLog {
             tool: "list_directory",
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        self.call(CallClass::Lookup, call, ct, move |fs, deadline| {
-            fs.in_workdir(&args, |tools, root, loc| {
-                tools.list_directory(root, loc, &args.inner, deadline)
+        self.runner
+            .run_tool(CallClass::Lookup, call, ct, move |fs, deadline| {
+                fs.in_workdir(&args, |tools, root, loc| {
+                    tools.list_directory(root, loc, &args.inner, deadline)
+                })
             })
-        })
-        .await
+            .await
     }
 
     #[tool(
@@ -181,21 +179,22 @@ impl ReadOnlyServer {
     )]
     async fn find_files(
         &self,
-        Args(args): Args<InWorkdir<FindFilesArgs>>,
+        args: Args<InWorkdir<FindFilesArgs>>,
         ct: CancellationToken,
     ) -> Result<Json<FindFilesResult>, String> {
-        let args = Self::accept("find_files", args)?;
+        let args = args.accept("find_files")?;
         let call = CallLog {
             tool: "find_files",
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        self.call(CallClass::Search, call, ct, move |fs, deadline| {
-            fs.at(&args.workdir, &args.inner.path, |tools, root, loc| {
-                tools.find_files(root, loc, &args.inner, deadline)
+        self.runner
+            .run_tool(CallClass::Search, call, ct, move |fs, deadline| {
+                fs.at(&args.workdir, &args.inner.path, |tools, root, loc| {
+                    tools.find_files(root, loc, &args.inner, deadline)
+                })
             })
-        })
-        .await
+            .await
     }
 
     #[tool(
@@ -206,21 +205,22 @@ impl ReadOnlyServer {
     )]
     async fn search_text(
         &self,
-        Args(args): Args<InWorkdir<SearchTextArgs>>,
+        args: Args<InWorkdir<SearchTextArgs>>,
         ct: CancellationToken,
     ) -> Result<Json<SearchTextResult>, String> {
-        let args = Self::accept("search_text", args)?;
+        let args = args.accept("search_text")?;
         let call = CallLog {
             tool: "search_text",
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        self.call(CallClass::Search, call, ct, move |fs, deadline| {
-            fs.at(&args.workdir, &args.inner.path, |tools, root, loc| {
-                tools.search_text(root, loc, &args.inner, deadline)
+        self.runner
+            .run_tool(CallClass::Search, call, ct, move |fs, deadline| {
+                fs.at(&args.workdir, &args.inner.path, |tools, root, loc| {
+                    tools.search_text(root, loc, &args.inner, deadline)
+                })
             })
-        })
-        .await
+            .await
     }
 
     #[tool(
@@ -231,21 +231,22 @@ impl ReadOnlyServer {
     )]
     async fn read_text_file(
         &self,
-        Args(args): Args<InWorkdir<ReadTextFileArgs>>,
+        args: Args<InWorkdir<ReadTextFileArgs>>,
         ct: CancellationToken,
     ) -> Result<Json<InWorkdir<ReadTextFileResult>>, String> {
-        let args = Self::accept("read_text_file", args)?;
+        let args = args.accept("read_text_file")?;
         let call = CallLog {
             tool: "read_text_file",
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        self.call(CallClass::Read, call, ct, move |fs, deadline| {
-            fs.in_workdir(&args, |tools, root, loc| {
-                tools.read_text_file(root, loc, &args.inner, deadline)
+        self.runner
+            .run_tool(CallClass::Read, call, ct, move |fs, deadline| {
+                fs.in_workdir(&args, |tools, root, loc| {
+                    tools.read_text_file(root, loc, &args.inner, deadline)
+                })
             })
-        })
-        .await
+            .await
     }
 
     #[tool(
@@ -256,53 +257,27 @@ impl ReadOnlyServer {
     )]
     async fn stat_file(
         &self,
-        Args(args): Args<InWorkdir<StatFileArgs>>,
+        args: Args<InWorkdir<StatFileArgs>>,
         ct: CancellationToken,
     ) -> Result<Json<InWorkdir<StatFileResult>>, String> {
-        let args = Self::accept("stat_file", args)?;
+        let args = args.accept("stat_file")?;
         let call = CallLog {
             tool: "stat_file",
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
         // One `fstatat`: nothing for the deadline to interrupt.
-        self.call(CallClass::Lookup, call, ct, move |fs, _| {
-            fs.in_workdir(&args, |tools, root, loc| tools.stat_file(root, loc))
-        })
-        .await
+        self.runner
+            .run_tool(CallClass::Lookup, call, ct, move |fs, _| {
+                fs.in_workdir(&args, |tools, root, loc| tools.stat_file(root, loc))
+            })
+            .await
     }
 }
 
 impl PublishedSchemas for ReadOnlyServer {
     fn input_schema(&self, tool: &str) -> Option<Arc<JsonObject>> {
         self.tool_router.get(tool).map(|t| Arc::clone(&t.input_schema))
-    }
-}
-
-impl ReadOnlyServer {
-    /// The arguments of a call to `tool`, or its `CODE: message`, logged as
-    /// the call's outcome (a refused call never waits for a slot).
-    fn accept<A>(tool: &'static str, args: Result<A, FsError>) -> Result<A, String> {
-        args.map_err(|e| {
-            let text = e.to_string();
-            CallLog { tool, workdir: None, path: None }.refused(e);
-            text
-        })
-    }
-
-    /// [`Runner::run`] for a tool: failures become `CODE: message`.
-    async fn call<T, F>(
-        &self,
-        class: CallClass,
-        call: CallLog,
-        ct: CancellationToken,
-        op: F,
-    ) -> ToolResult<T>
-    where
-        T: Reported + Send + 'static,
-        F: FnOnce(&ReadOnlyFs, &serverfs_core::Deadline) -> Result<T, FsError> + Send + 'static,
-    {
-        self.runner.run(class, call, ct, op).await.map(Json).map_err(|e| e.to_string())
     }
 }
 
@@ -374,9 +349,6 @@ impl ServerHandler for ReadOnlyServer {
     }
 }
 
-/// Limits configurable at start-up, by tool and argument: `tools/list`
-/// publishes the configured maximum (the schema types carry the defaults'
-/// ceilings), and [`Args`] enforces exactly what is published.
 /// Every tool this server has is read-only, closed-world and idempotent:
 /// stamped on each route here, once, rather than repeated per tool, so a
 /// tool added later cannot forget it.
@@ -390,25 +362,6 @@ fn stamp_read_only(router: &mut ToolRouter<ReadOnlyServer>) {
             Some(false),
         );
         route.attr.annotations = Some(annotations);
-    }
-}
-
-fn publish_configured_maxima(router: &mut ToolRouter<ReadOnlyServer>, limits: &Limits) {
-    let maxima = [
-        ("list_directory", "limit", limits.max_list_entries),
-        ("find_files", "limit", limits.max_search_results),
-        ("search_text", "limit", limits.max_search_results),
-        ("read_text_file", "max_lines", limits.max_read_lines),
-    ];
-    for (tool, argument, max) in maxima {
-        let route = router.map.get_mut(tool).expect("a configured tool");
-        let schema = Arc::make_mut(&mut route.attr.input_schema);
-        let property = schema
-            .get_mut("properties")
-            .and_then(|p| p.get_mut(argument))
-            .and_then(serde_json::Value::as_object_mut)
-            .expect("a configured argument");
-        property.insert("maximum".into(), max.into());
     }
 }
 

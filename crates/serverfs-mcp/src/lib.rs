@@ -95,7 +95,7 @@ fn serve(cli: &Cli) -> ExitCode {
             serverfs_transport::serve_stdio(ReadOnlyServer::new(fs, &config.concurrency)).await
         } else {
             let shutdown = CancellationToken::new();
-            tokio::spawn(cancel_on_signal(shutdown.clone()));
+            tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
             let server = ReadOnlyServer::new(fs, &config.concurrency);
             serve_http(server, config.http, shutdown).await
         }
@@ -135,19 +135,4 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(http.listen).await?;
     tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth);
     serve(listener, app, &http.connections, shutdown).await
-}
-
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!(event = "shutdown_signal");
-    shutdown.cancel();
 }

@@ -1,7 +1,6 @@
 //! Which directories serverfs-mcp serves, from its configuration (SPEC §2.1,
 //! §2.6 "Config"): the Docker slots `01`…`16` under `SERVERFS_WORKDIRS_DIR`
-//! with `WORKDIR_NN_ALIAS`/`_DESCRIPTION`, or `--workdir ALIAS=PATH`; and the
-//! check of the per-call limits.
+//! with `WORKDIR_NN_ALIAS`/`_DESCRIPTION`, or `--workdir ALIAS=PATH`.
 //!
 //! Guarantees: every invalid configuration is one error line that names the
 //! setting or the slot (`slot 03: …`) and never a slot's host path (a
@@ -12,7 +11,6 @@
 use std::path::Path;
 
 use serverfs_core::policy::SENTINEL;
-use serverfs_tools::Limits;
 
 use crate::workdirs::WorkdirSpec;
 
@@ -42,44 +40,6 @@ impl std::fmt::Display for ConfigError {
 pub(crate) const SLOT_COUNT: usize = 16;
 /// Longest alias.
 const MAX_ALIAS_LEN: usize = 32;
-
-/// Every limit ≥ 1; a default above its maximum is an error.
-///
-/// # Errors
-/// One line naming the setting.
-/// Every limit ≥ 1; a default above its maximum is an error.
-///
-/// # Errors
-/// One line naming the setting.
-pub(crate) fn validate_limits(limits: &Limits) -> Result<(), ConfigError> {
-    let named = [
-        ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
-        ("SERVERFS_MAX_READ_LINES", limits.max_read_lines),
-        ("SERVERFS_DEFAULT_LIST_LIMIT", limits.default_list_limit),
-        ("SERVERFS_MAX_LIST_ENTRIES", limits.max_list_entries),
-        ("SERVERFS_DEFAULT_SEARCH_RESULTS", limits.default_search_results),
-        ("SERVERFS_MAX_SEARCH_RESULTS", limits.max_search_results),
-        ("SERVERFS_MAX_WALK_ENTRIES", limits.max_walk_entries),
-        ("SERVERFS_SEARCH_TIMEOUT_SECONDS", limits.search_timeout.as_secs()),
-        ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
-    ];
-    if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
-        return Err(ConfigError::Setting(format!("{name} must be at least 1")));
-    }
-    if limits.default_list_limit > limits.max_list_entries {
-        return Err(ConfigError::Setting(format!(
-            "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
-            limits.default_list_limit, limits.max_list_entries
-        )));
-    }
-    if limits.default_search_results > limits.max_search_results {
-        return Err(ConfigError::Setting(format!(
-            "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
-            limits.default_search_results, limits.max_search_results
-        )));
-    }
-    Ok(())
-}
 
 /// `^[A-Za-z][A-Za-z0-9_-]{0,31}$`.
 ///
@@ -265,21 +225,6 @@ mod tests {
         ] {
             assert!(validate_alias(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn limits_validation() {
-        assert!(validate_limits(&Limits::default()).is_ok());
-        let setting = |limits: Limits| match validate_limits(&limits) {
-            Err(ConfigError::Setting(line)) => line,
-            other => panic!("{other:?}"),
-        };
-        let zero = Limits { max_walk_entries: 0, ..Limits::default() };
-        assert!(setting(zero).contains("SERVERFS_MAX_WALK_ENTRIES"));
-        let inverted = Limits { default_list_limit: 600, ..Limits::default() };
-        assert!(setting(inverted).contains("SERVERFS_DEFAULT_LIST_LIMIT"));
-        let inverted = Limits { default_search_results: 101, ..Limits::default() };
-        assert!(setting(inverted).contains("SERVERFS_DEFAULT_SEARCH_RESULTS"));
     }
 
     struct Slots {

@@ -47,6 +47,22 @@ where
     }
 }
 
+impl<T> Args<T> {
+    /// The arguments, or their `CODE: message` for the tool's result,
+    /// logged as the call's outcome (a refused call never waits for a
+    /// slot).
+    ///
+    /// # Errors
+    /// The refusal's `CODE: message`.
+    pub fn accept(self, tool: &'static str) -> Result<T, String> {
+        self.0.map_err(|e| {
+            let text = e.to_string();
+            crate::CallLog { tool, workdir: None, path: None }.refused(e);
+            text
+        })
+    }
+}
+
 /// `arguments` checked against `schema` (the flat object schema of one
 /// tool's inputs), then deserialised.
 pub(crate) fn parse<T: DeserializeOwned>(

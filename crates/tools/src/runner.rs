@@ -183,6 +183,25 @@ impl<C: Send + Sync + 'static> Runner<C> {
         })
     }
 
+    /// [`Self::run`] for an rmcp tool: the structured result, or the
+    /// failure's `CODE: message` as the tool's error result.
+    ///
+    /// # Errors
+    /// The call's `CODE: message`.
+    pub async fn run_tool<T, F>(
+        &self,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
+        op: F,
+    ) -> Result<rmcp::Json<T>, String>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        self.run(class, call, ct, op).await.map(rmcp::Json).map_err(|e| e.to_string())
+    }
+
     /// A slot of `class`: at once if one is free, else after waiting at
     /// most `busy_wait` in a queue of bounded length.
     async fn admit(

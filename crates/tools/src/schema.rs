@@ -15,8 +15,8 @@
 //!   write `null`. Only fields that are always present may be `null`.
 //!
 //! The maxima of `limit` and `max_lines` written here are the defaults'
-//! ceilings; the server publishes its configured maxima instead (see
-//! serverfs-mcp's `ReadOnlyServer::new`).
+//! ceilings; a server publishes its configured maxima instead
+//! ([`publish_configured_maxima`]).
 
 use std::sync::Arc;
 
@@ -42,6 +42,36 @@ pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     // binary's own (serverfs-mcp's `workdir`).
     object.insert("additionalProperties".into(), Value::Bool(false));
     schema
+}
+
+/// Publishes the configured maxima in `router`'s input schemas (the
+/// schema types carry the defaults' ceilings), so that [`crate::Args`]
+/// enforces exactly what `tools/list` tells clients. Every router that
+/// serves the shared read tools calls it once.
+///
+/// # Panics
+/// If `router` lacks one of the read tools or its argument (a wiring bug
+/// every server's tests catch at once).
+pub fn publish_configured_maxima<S>(
+    router: &mut rmcp::handler::server::router::tool::ToolRouter<S>,
+    limits: &crate::Limits,
+) {
+    let maxima = [
+        ("list_directory", "limit", limits.max_list_entries),
+        ("find_files", "limit", limits.max_search_results),
+        ("search_text", "limit", limits.max_search_results),
+        ("read_text_file", "max_lines", limits.max_read_lines),
+    ];
+    for (tool, argument, max) in maxima {
+        let route = router.map.get_mut(tool).expect("a configured tool");
+        let schema = Arc::make_mut(&mut route.attr.input_schema);
+        let property = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(argument))
+            .and_then(Value::as_object_mut)
+            .expect("a configured argument");
+        property.insert("maximum".into(), max.into());
+    }
 }
 
 /// The `outputSchema` of a tool whose structured result is `T` (what `T`

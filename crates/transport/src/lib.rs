@@ -25,6 +25,24 @@ pub use http::{
 };
 pub use logging::init_logging;
 
+use tokio_util::sync::CancellationToken;
+
+/// Cancels `shutdown` on SIGTERM or SIGINT (the HTTP server then drains).
+pub async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!(event = "shutdown_signal");
+    shutdown.cancel();
+}
+
 /// Serves one client on stdin/stdout until stdin closes.
 ///
 /// # Errors

@@ -1,0 +1,401 @@
+//! The settings every ServerFS binary shares, as `clap` argument groups a
+//! binary flattens into its own command line (SPEC §2.1: every setting is a
+//! `--flag` with an environment-variable fallback; the flag wins):
+//! [`ReadSettings`] (per-call limits, admission, extra deny globs) and
+//! [`HttpSettings`] (Host/Origin allowlists, body and connection caps,
+//! timeouts, the optional bearer token). Each turns into the typed values
+//! the libraries take ([`Limits`], [`Concurrency`], [`McpOptions`],
+//! [`ConnectionOptions`], [`BearerAuth`]) once, at start-up.
+//!
+//! Guarantees: every invalid value is refused with one line that names the
+//! setting by its environment variable (never a token or a token file's
+//! path); the same variable means the same thing in every binary.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::error::{ContextKind, ErrorKind};
+use clap::{Args, Parser};
+use serverfs_core::policy::split_glob_list;
+use serverfs_tools::{Concurrency, Limits};
+use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
+
+/// Most calls of one class that may run at once: each holds a blocking
+/// thread (and, for searches, the names of the directories it walks).
+const MAX_CONCURRENT_CALLS: usize = 256;
+
+/// Longest accepted HTTP timeout: a day. Far beyond any use, and keeps the
+/// deadline arithmetic (`now + timeout`) far from overflow.
+const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// File descriptors kept free beside the connections: the listener, the
+/// root handles, the handles of searches and reads in flight, logs.
+const FD_RESERVE: u64 = 128;
+
+/// Limits and admission of the read tools.
+#[derive(Debug, Args)]
+pub struct ReadSettings {
+    /// Bytes one read may return.
+    #[arg(long, env = "SERVERFS_MAX_READ_BYTES", default_value_t = Limits::default().max_read_bytes)]
+    max_read_bytes: u64,
+
+    /// Lines one read may return.
+    #[arg(long, env = "SERVERFS_MAX_READ_LINES", default_value_t = Limits::default().max_read_lines)]
+    max_read_lines: u64,
+
+    /// Default list_directory page size.
+    #[arg(long, env = "SERVERFS_DEFAULT_LIST_LIMIT", default_value_t = Limits::default().default_list_limit)]
+    default_list_limit: u64,
+
+    /// Largest list_directory page.
+    #[arg(long, env = "SERVERFS_MAX_LIST_ENTRIES", default_value_t = Limits::default().max_list_entries)]
+    max_list_entries: u64,
+
+    /// Default number of find/search results.
+    #[arg(long, env = "SERVERFS_DEFAULT_SEARCH_RESULTS", default_value_t = Limits::default().default_search_results)]
+    default_search_results: u64,
+
+    /// Largest number of find/search results.
+    #[arg(long, env = "SERVERFS_MAX_SEARCH_RESULTS", default_value_t = Limits::default().max_search_results)]
+    max_search_results: u64,
+
+    /// Entries one find/search may visit.
+    #[arg(long, env = "SERVERFS_MAX_WALK_ENTRIES", default_value_t = Limits::default().max_walk_entries)]
+    max_walk_entries: u64,
+
+    /// Seconds one call may run.
+    #[arg(long, env = "SERVERFS_SEARCH_TIMEOUT_SECONDS", default_value_t = Limits::default().search_timeout.as_secs())]
+    search_timeout_seconds: u64,
+
+    /// Larger files are not searched.
+    #[arg(long, env = "SERVERFS_SEARCH_MAX_FILE_BYTES", default_value_t = Limits::default().search_max_file_bytes)]
+    search_max_file_bytes: u64,
+
+    /// More deny globs, comma-separated (commas inside {a,b} belong to the glob), added to the built-in ones.
+    #[arg(long, env = "SERVERFS_EXTRA_DENY_GLOBS")]
+    extra_deny_globs: Vec<String>,
+
+    /// find_files/search_text calls that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_SEARCHES", default_value_t = Concurrency::default().searches)]
+    max_concurrent_searches: usize,
+
+    /// File reads that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_READS", default_value_t = Concurrency::default().reads)]
+    max_concurrent_reads: usize,
+
+    /// Listing and stat calls that may run at once.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_LOOKUPS", default_value_t = Concurrency::default().lookups)]
+    max_concurrent_lookups: usize,
+
+    /// Seconds a call waits for a free slot before it is refused with SERVER_BUSY.
+    #[arg(long, env = "SERVERFS_BUSY_WAIT_SECONDS", default_value_t = Concurrency::default().busy_wait.as_secs())]
+    busy_wait_seconds: u64,
+}
+
+impl ReadSettings {
+    /// The per-call limits: every one ≥ 1, no default above its maximum.
+    ///
+    /// # Errors
+    /// One line naming the setting.
+    pub fn limits(&self) -> Result<Limits, String> {
+        let limits = Limits {
+            max_read_bytes: self.max_read_bytes,
+            max_read_lines: self.max_read_lines,
+            default_list_limit: self.default_list_limit,
+            max_list_entries: self.max_list_entries,
+            default_search_results: self.default_search_results,
+            max_search_results: self.max_search_results,
+            max_walk_entries: self.max_walk_entries,
+            search_timeout: Duration::from_secs(self.search_timeout_seconds),
+            search_max_file_bytes: self.search_max_file_bytes,
+        };
+        let named = [
+            ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
+            ("SERVERFS_MAX_READ_LINES", limits.max_read_lines),
+            ("SERVERFS_DEFAULT_LIST_LIMIT", limits.default_list_limit),
+            ("SERVERFS_MAX_LIST_ENTRIES", limits.max_list_entries),
+            ("SERVERFS_DEFAULT_SEARCH_RESULTS", limits.default_search_results),
+            ("SERVERFS_MAX_SEARCH_RESULTS", limits.max_search_results),
+            ("SERVERFS_MAX_WALK_ENTRIES", limits.max_walk_entries),
+            ("SERVERFS_SEARCH_TIMEOUT_SECONDS", limits.search_timeout.as_secs()),
+            ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
+        ];
+        if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if limits.default_list_limit > limits.max_list_entries {
+            return Err(format!(
+                "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
+                limits.default_list_limit, limits.max_list_entries
+            ));
+        }
+        if limits.default_search_results > limits.max_search_results {
+            return Err(format!(
+                "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
+                limits.default_search_results, limits.max_search_results
+            ));
+        }
+        Ok(limits)
+    }
+
+    /// How many calls of each class may run and how long excess ones wait.
+    ///
+    /// # Errors
+    /// One line naming the setting.
+    pub fn concurrency(&self) -> Result<Concurrency, String> {
+        let concurrency = Concurrency {
+            searches: self.max_concurrent_searches,
+            reads: self.max_concurrent_reads,
+            lookups: self.max_concurrent_lookups,
+            busy_wait: Duration::from_secs(self.busy_wait_seconds),
+        };
+        for (name, value) in [
+            ("SERVERFS_MAX_CONCURRENT_SEARCHES", concurrency.searches),
+            ("SERVERFS_MAX_CONCURRENT_READS", concurrency.reads),
+            ("SERVERFS_MAX_CONCURRENT_LOOKUPS", concurrency.lookups),
+        ] {
+            if !(1..=MAX_CONCURRENT_CALLS).contains(&value) {
+                return Err(format!("{name} must be between 1 and {MAX_CONCURRENT_CALLS}"));
+            }
+        }
+        if !(1..=600).contains(&self.busy_wait_seconds) {
+            return Err("SERVERFS_BUSY_WAIT_SECONDS must be between 1 and 600".to_owned());
+        }
+        Ok(concurrency)
+    }
+
+    /// The configured deny globs, one per item (a policy compiles them).
+    pub fn extra_deny_globs(&self) -> Vec<String> {
+        self.extra_deny_globs.iter().flat_map(|v| split_glob_list(v)).collect()
+    }
+}
+
+/// The hardening of the HTTP endpoint and its optional bearer token.
+#[derive(Debug, Args)]
+pub struct HttpSettings {
+    /// Accepted HTTP Host names, comma-separated (default: loopback names, plus the binary's own).
+    #[arg(long, env = "SERVERFS_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+
+    /// Extra accepted browser origins, comma-separated (scheme://host[:port|:*]).
+    #[arg(long, env = "SERVERFS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+
+    /// Largest accepted HTTP request body, in bytes.
+    #[arg(long, env = "SERVERFS_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    max_body_bytes: usize,
+
+    /// Seconds a connection may take to send a complete request head (also
+    /// the keep-alive idle timeout).
+    #[arg(long, env = "SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = 10)]
+    http_header_timeout_seconds: u64,
+
+    /// Seconds a request body may take to arrive in full.
+    #[arg(long, env = "SERVERFS_HTTP_BODY_TIMEOUT_SECONDS", default_value_t = 30)]
+    http_body_timeout_seconds: u64,
+
+    /// Most HTTP connections open at once; more wait to be accepted.
+    #[arg(long, env = "SERVERFS_MAX_CONNECTIONS", default_value_t = 256)]
+    max_connections: usize,
+
+    /// File holding the bearer token /mcp requires (one trailing newline is
+    /// ignored). The token itself is never a flag: use this or SERVERFS_TOKEN.
+    #[arg(long, env = "SERVERFS_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
+}
+
+impl HttpSettings {
+    /// What `/mcp` accepts; `default_hosts` when no Host name is configured.
+    ///
+    /// # Errors
+    /// One line naming the setting.
+    pub fn mcp_options(&self, default_hosts: &[&str]) -> Result<McpOptions, String> {
+        let mut hosts = trimmed(&self.allowed_hosts);
+        if self.allowed_hosts.is_empty() {
+            hosts = default_hosts.iter().map(|h| (*h).to_owned()).collect();
+        }
+        if hosts.is_empty() {
+            return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".to_owned());
+        }
+        if self.max_body_bytes == 0 {
+            return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".to_owned());
+        }
+        Ok(McpOptions {
+            allowed_hosts: hosts,
+            extra_origins: trimmed(&self.allowed_origins),
+            max_body_bytes: self.max_body_bytes,
+            body_timeout: seconds(
+                "SERVERFS_HTTP_BODY_TIMEOUT_SECONDS",
+                self.http_body_timeout_seconds,
+            )?,
+        })
+    }
+
+    /// What one connection may hold; the connection cap must fit under the
+    /// open-file limit.
+    ///
+    /// # Errors
+    /// One line naming the setting.
+    pub fn connection_options(&self) -> Result<ConnectionOptions, String> {
+        if self.max_connections == 0 {
+            return Err("SERVERFS_MAX_CONNECTIONS must be at least 1".to_owned());
+        }
+        check_fd_room(self.max_connections)?;
+        Ok(ConnectionOptions {
+            header_timeout: seconds(
+                "SERVERFS_HTTP_HEADER_TIMEOUT_SECONDS",
+                self.http_header_timeout_seconds,
+            )?,
+            max_connections: self.max_connections,
+        })
+    }
+
+    /// The optional token: `SERVERFS_TOKEN` (looked up with `env`), or the
+    /// file named by `--token-file` / `SERVERFS_TOKEN_FILE` (not both).
+    ///
+    /// # Errors
+    /// One line naming the setting, never the token or the file's path.
+    pub fn bearer_auth(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<BearerAuth>, String> {
+        let (setting, token) = match (env("SERVERFS_TOKEN"), &self.token_file) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err("SERVERFS_TOKEN and SERVERFS_TOKEN_FILE (--token-file) are both set; \
+                            use one"
+                    .to_owned());
+            }
+            (Some(token), None) => ("SERVERFS_TOKEN", token),
+            (None, Some(path)) => {
+                let setting = "SERVERFS_TOKEN_FILE (--token-file)";
+                let mut text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{setting}: cannot read the token file: {}", e.kind()))?;
+                // Editors and `echo` end files with a newline; it is not part
+                // of the token.
+                if text.ends_with('\n') {
+                    text.pop();
+                    if text.ends_with('\r') {
+                        text.pop();
+                    }
+                }
+                (setting, text)
+            }
+        };
+        BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+    }
+}
+
+/// Parses flags and environment into `C`; a bad value is one line naming
+/// the setting (`SERVERFS_X (--x): invalid value '…'`) and exit 2. Help,
+/// version and usage errors are clap's own.
+pub fn parse_or_exit<C: Parser>(program: &str) -> C {
+    match C::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) => {
+            let arg = e.get(ContextKind::InvalidArg).map(ToString::to_string).unwrap_or_default();
+            let value =
+                e.get(ContextKind::InvalidValue).map(ToString::to_string).unwrap_or_default();
+            let flag = arg.split_whitespace().next().unwrap_or_default().to_owned();
+            let env = C::command()
+                .get_arguments()
+                .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))
+                .and_then(|a| a.get_env().map(|v| v.to_string_lossy().into_owned()));
+            let setting = env.map_or(flag.clone(), |env| format!("{env} ({flag})"));
+            eprintln!("{program}: config error: {setting}: invalid value '{value}'");
+            std::process::exit(2);
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+/// The connection cap exists so that the open-file limit is never hit; a cap
+/// the limit cannot hold would defeat it, so it is refused at start-up.
+fn check_fd_room(max_connections: usize) -> Result<(), String> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let needed = u64::try_from(max_connections).unwrap_or(u64::MAX).saturating_add(FD_RESERVE);
+    match limit {
+        Some(limit) if needed > limit => Err(format!(
+            "SERVERFS_MAX_CONNECTIONS ({max_connections}) plus {FD_RESERVE} reserved descriptors \
+             exceeds the open-file limit ({limit}); lower it or raise `ulimit -n`"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A timeout setting in whole seconds, 1 ≤ n ≤ a day.
+fn seconds(setting: &str, n: u64) -> Result<Duration, String> {
+    if (1..=MAX_TIMEOUT_SECONDS).contains(&n) {
+        Ok(Duration::from_secs(n))
+    } else {
+        Err(format!("{setting} must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}"))
+    }
+}
+
+/// A comma-separated setting's items, trimmed, empty ones dropped
+/// (`a, b,` is `[a, b]`).
+fn trimmed(items: &[String]) -> Vec<String> {
+    items.iter().map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Both {
+        #[command(flatten)]
+        read: ReadSettings,
+        #[command(flatten)]
+        http: HttpSettings,
+    }
+
+    fn parse(args: &[&str]) -> Both {
+        Both::try_parse_from(std::iter::once("test").chain(args.iter().copied())).expect("parses")
+    }
+
+    #[test]
+    fn a_zero_limit_is_named_by_its_variable() {
+        let both = parse(&["--max-read-lines", "0"]);
+        assert_eq!(both.read.limits().unwrap_err(), "SERVERFS_MAX_READ_LINES must be at least 1");
+    }
+
+    #[test]
+    fn a_default_above_its_maximum_is_refused() {
+        let both = parse(&["--default-list-limit", "600"]);
+        assert!(both.read.limits().unwrap_err().starts_with("SERVERFS_DEFAULT_LIST_LIMIT (600)"));
+    }
+
+    #[test]
+    fn hosts_default_to_the_binarys_own_until_configured() {
+        let both = parse(&[]);
+        let options = both.http.mcp_options(&["localhost", "svc"]).unwrap();
+        assert_eq!(options.allowed_hosts, ["localhost", "svc"]);
+        let both = parse(&["--allowed-hosts", " a.example , ,b.example"]);
+        let options = both.http.mcp_options(&["localhost"]).unwrap();
+        assert_eq!(options.allowed_hosts, ["a.example", "b.example"]);
+        let both = parse(&["--allowed-hosts", " , "]);
+        assert!(both.http.mcp_options(&["localhost"]).is_err());
+    }
+
+    #[test]
+    fn timeouts_are_bounded() {
+        let both = parse(&["--http-header-timeout-seconds", "0"]);
+        assert!(both.http.connection_options().unwrap_err().contains("HEADER_TIMEOUT"));
+        let both = parse(&["--http-body-timeout-seconds", "86401"]);
+        assert!(both.http.mcp_options(&["localhost"]).unwrap_err().contains("BODY_TIMEOUT"));
+    }
+
+    #[test]
+    fn the_token_comes_from_one_place_only() {
+        let both = parse(&[]);
+        assert!(both.http.bearer_auth(&|_| None).unwrap().is_none());
+        let token = |k: &str| (k == "SERVERFS_TOKEN").then(|| "a".repeat(32));
+        assert!(both.http.bearer_auth(&token).unwrap().is_some());
+        let both = parse(&["--token-file", "/nonexistent/token"]);
+        let err = both.http.bearer_auth(&token).unwrap_err();
+        assert!(err.contains("both set"), "{err}");
+        let err = both.http.bearer_auth(&|_| None).unwrap_err();
+        assert!(err.contains("cannot read") && !err.contains("/nonexistent"), "{err}");
+    }
+}

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use serverfs_core::Policy;
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
-use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
+use serverfs_transport::HttpConfig;
 
 use crate::workdirs::WorkdirSpec;
 
@@ -76,16 +76,6 @@ pub(crate) struct Config {
     pub(crate) http: HttpConfig,
 }
 
-/// How this binary serves HTTP.
-#[derive(Debug)]
-pub(crate) struct HttpConfig {
-    pub(crate) listen: SocketAddr,
-    pub(crate) mcp: McpOptions,
-    pub(crate) connections: ConnectionOptions,
-    /// When set, `/mcp` requires this bearer token.
-    pub(crate) auth: Option<BearerAuth>,
-}
-
 /// Loopback names plus the Compose service name, so OpenAI's tunnel-client
 /// can reach `http://serverfs-mcp:8000/mcp`.
 const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1", "serverfs-mcp"];
@@ -128,12 +118,7 @@ impl Cli {
         let concurrency = self.read.concurrency().map_err(setting)?;
         let policy = Policy::new(self.allow_hidden, &self.read.extra_deny_globs())
             .map_err(|e| setting(format!("SERVERFS_EXTRA_DENY_GLOBS: {e}")))?;
-        let http = HttpConfig {
-            listen: self.listen,
-            mcp: self.http.mcp_options(DEFAULT_ALLOWED_HOSTS).map_err(setting)?,
-            connections: self.http.connection_options().map_err(setting)?,
-            auth: self.http.bearer_auth(env).map_err(setting)?,
-        };
+        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env).map_err(setting)?;
         let workdirs = if self.workdirs.is_empty() {
             slot_specs(&self.workdirs_dir, env)?
         } else {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command, HttpConfig};
+use crate::cli::{Cli, Command};
 
 /// The whole program: parse, validate, serve; the exit code to return.
 pub fn run() -> ExitCode {
@@ -77,13 +77,7 @@ fn serve(cli: &Cli) -> ExitCode {
         transport = if cli.stdio { "stdio" } else { "http" },
     );
     let fs = Arc::new(ReadOnlyFs::new(workdirs, config.limits));
-    // Every admitted call holds one blocking thread; the rest is for stdio.
-    let blocking_threads = config.concurrency.blocking_threads() + 4;
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(blocking_threads)
-        .build()
-    {
+    let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("serverfs-mcp: cannot start the runtime: {e}");
@@ -97,7 +91,9 @@ fn serve(cli: &Cli) -> ExitCode {
             let shutdown = CancellationToken::new();
             tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
             let server = ReadOnlyServer::new(fs, &config.concurrency);
-            serve_http(server, config.http, shutdown).await
+            let routes = serverfs_transport::Router::new();
+            serverfs_transport::serve_mcp(move || server.clone(), config.http, routes, shutdown)
+                .await
         }
     });
     // Blocking reads of a closed stdin must not hold the process open.
@@ -112,27 +108,4 @@ fn serve(cli: &Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `/mcp` (behind the optional token) and `/healthz`, on the hardened accept
-/// loop.
-async fn serve_http(
-    server: ReadOnlyServer,
-    http: HttpConfig,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    use serverfs_transport::{health_router, mcp_router, serve, with_header_checks};
-    let mut mcp = mcp_router(move || server.clone(), &http.mcp, &shutdown);
-    let auth = if let Some(token) = http.auth {
-        // Added after the body limits, so it runs first: no body is read
-        // for a stranger.
-        mcp = mcp.route_layer(token);
-        "bearer"
-    } else {
-        "none"
-    };
-    let app = with_header_checks(health_router().merge(mcp));
-    let listener = tokio::net::TcpListener::bind(http.listen).await?;
-    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth);
-    serve(listener, app, &http.connections, shutdown).await
 }

@@ -4,8 +4,8 @@
 //! [`ReadSettings`] (per-call limits, admission, extra deny globs) and
 //! [`HttpSettings`] (Host/Origin allowlists, body and connection caps,
 //! timeouts, the optional bearer token). Each turns into the typed values
-//! the libraries take ([`Limits`], [`Concurrency`], [`McpOptions`],
-//! [`ConnectionOptions`], [`BearerAuth`]) once, at start-up.
+//! the libraries take ([`Limits`], [`Concurrency`], [`HttpConfig`]) once, at
+//! start-up.
 //!
 //! Guarantees: every invalid value is refused with one line that names the
 //! setting by its environment variable (never a token or a token file's
@@ -18,7 +18,7 @@ use clap::error::{ContextKind, ErrorKind};
 use clap::{Args, Parser};
 use serverfs_core::policy::split_glob_list;
 use serverfs_tools::{Concurrency, Limits};
-use serverfs_transport::{BearerAuth, ConnectionOptions, McpOptions};
+use serverfs_transport::{BearerAuth, ConnectionOptions, HttpConfig, McpOptions};
 
 /// Most calls of one class that may run at once: each holds a blocking
 /// thread (and, for searches, the names of the directories it walks).
@@ -205,6 +205,25 @@ pub struct HttpSettings {
 }
 
 impl HttpSettings {
+    /// The whole HTTP configuration: `listen`, [`Self::mcp_options`],
+    /// [`Self::connection_options`], [`Self::bearer_auth`].
+    ///
+    /// # Errors
+    /// One line naming the setting.
+    pub fn config(
+        &self,
+        listen: std::net::SocketAddr,
+        default_hosts: &[&str],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HttpConfig, String> {
+        Ok(HttpConfig {
+            listen,
+            mcp: self.mcp_options(default_hosts)?,
+            connections: self.connection_options()?,
+            auth: self.bearer_auth(env)?,
+        })
+    }
+
     /// What `/mcp` accepts; `default_hosts` when no Host name is configured.
     ///
     /// # Errors

@@ -160,6 +160,50 @@ pub async fn serve(
     Ok(())
 }
 
+/// How a binary serves HTTP, validated at start-up.
+#[derive(Debug)]
+pub struct HttpConfig {
+    /// The listen address.
+    pub listen: std::net::SocketAddr,
+    /// What `/mcp` accepts.
+    pub mcp: McpOptions,
+    /// What one connection may hold.
+    pub connections: ConnectionOptions,
+    /// When set, `/mcp` requires this bearer token.
+    pub auth: Option<crate::BearerAuth>,
+}
+
+/// Serves `/mcp` (`factory`'s handlers, behind the token when one is
+/// configured), the binary's own `routes` (which guard themselves) and
+/// `/healthz` on the hardened accept loop of [`serve`], until `shutdown`.
+///
+/// # Errors
+/// If the listen address cannot be bound or the accept loop fails.
+pub async fn serve_mcp<S, F>(
+    factory: F,
+    http: HttpConfig,
+    routes: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()>
+where
+    S: ServerHandler + Send + 'static,
+    F: Fn() -> S + Send + Sync + 'static,
+{
+    let mut mcp = mcp_router(factory, &http.mcp, &shutdown);
+    let auth = if let Some(token) = http.auth {
+        // Added after the body limits, so it runs first: no body is read
+        // for a stranger.
+        mcp = mcp.route_layer(token);
+        "bearer"
+    } else {
+        "none"
+    };
+    let app = with_header_checks(health_router().merge(mcp).merge(routes));
+    let listener = tokio::net::TcpListener::bind(http.listen).await?;
+    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth);
+    serve(listener, app, &http.connections, shutdown).await
+}
+
 /// `GET /healthz` → 200 `ok`, answered by the router itself: never behind
 /// tool work or a token.
 pub fn health_router() -> Router {

@@ -18,14 +18,29 @@ mod http;
 mod logging;
 
 pub use auth::{BearerAuth, RequireBearer};
+/// The router type binaries add their own routes with.
+pub use axum::Router;
 pub use health::probe_health;
 pub use http::{
-    ConnectionOptions, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router, serve,
-    with_header_checks,
+    ConnectionOptions, HttpConfig, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router, serve,
+    serve_mcp, with_header_checks,
 };
 pub use logging::init_logging;
 
 use tokio_util::sync::CancellationToken;
+
+/// The multi-threaded runtime of a server whose admitted calls need at
+/// most `blocking_threads` blocking threads (tokio's default of 512 is far
+/// above what may run); a few more are kept for stdio.
+///
+/// # Errors
+/// If the runtime cannot start.
+pub fn runtime(blocking_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(blocking_threads + 4)
+        .build()
+}
 
 /// Cancels `shutdown` on SIGTERM or SIGINT (the HTTP server then drains).
 pub async fn cancel_on_signal(shutdown: CancellationToken) {

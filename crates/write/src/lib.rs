@@ -36,6 +36,9 @@ mod journal;
 mod locks;
 mod tx;
 
+#[cfg(test)]
+mod crash_tests;
+
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
 pub use tx::{

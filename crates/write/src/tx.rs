@@ -171,7 +171,7 @@ pub struct Writer {
 /// A change normalised: what must be there, and what to put there.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
-    path: String,
+    pub(crate) path: String,
     expect: Expect,
     /// New content; `None` deletes.
     content: Option<Vec<u8>>,
@@ -188,6 +188,20 @@ enum Expect {
     /// Nothing, or a regular file with any content (`write_file`
     /// overwrite).
     Any,
+}
+
+impl Request {
+    /// `write_file`'s change: create (with parents), or with `overwrite`
+    /// replace whatever regular file is there.
+    pub(crate) fn put(path: &str, bytes: Vec<u8>, overwrite: bool) -> Self {
+        Self {
+            path: path.to_owned(),
+            expect: if overwrite { Expect::Any } else { Expect::Absent },
+            content: Some(bytes),
+            mode: None,
+            create_parents: true,
+        }
+    }
 }
 
 impl From<Change> for Request {
@@ -265,11 +279,16 @@ impl Stop {
 /// place where a kill would leave a distinct state; `crash_at: Some(k)`
 /// returns [`Stop::Crash`] at the k-th (1-based) without any cleanup, as
 /// a kill would. `copy_backups` takes the no-hard-link fallback.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Faults {
     pub(crate) crash_at: Option<usize>,
     pub(crate) passed: usize,
     pub(crate) copy_backups: bool,
+    /// Runs once the `prepared` journal is durable, before the first
+    /// target is switched: a test changes a target there, as a concurrent
+    /// process could.
+    #[cfg(test)]
+    pub(crate) on_prepared: Option<Box<dyn FnMut()>>,
 }
 
 impl Faults {
@@ -355,13 +374,7 @@ impl Writer {
         bytes: Vec<u8>,
         overwrite: bool,
     ) -> Result<WriteReport, FsError> {
-        let request = Request {
-            path: path.to_owned(),
-            expect: if overwrite { Expect::Any } else { Expect::Absent },
-            content: Some(bytes),
-            mode: None,
-            create_parents: true,
-        };
+        let request = Request::put(path, bytes, overwrite);
         let report =
             self.commit_with(vec![request], &mut Faults::none()).map_err(Stop::into_error)?;
         let applied = report.changes.into_iter().next().ok_or_else(|| {
@@ -625,6 +638,10 @@ impl Writer {
         }
         self.advance(journal, State::Prepared)?;
         faults.point()?;
+        #[cfg(test)]
+        if let Some(hook) = faults.on_prepared.as_mut() {
+            hook();
+        }
 
         for (step, change) in steps.iter().zip(journal.changes.iter()) {
             let (parent, name) = step.handle()?;

@@ -275,3 +275,36 @@ fn a_target_changed_during_the_commit_rolls_everything_back() {
         }
     }
 }
+
+/// A rollback that cannot finish (here: a switched target's backup was
+/// removed behind the writer's back) keeps the journal and stops the
+/// writer: no later transaction may run before a restart settles it.
+#[test]
+fn a_failed_rollback_keeps_the_journal_and_stops_the_writer() {
+    let s = setup();
+    let (writer, _) = open(&s, &mut Faults::none()).unwrap();
+    let root_dir = s.root_dir.clone();
+    let mut faults = Faults {
+        on_prepared: Some(Box::new(move || {
+            for e in std::fs::read_dir(&root_dir).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                if name.starts_with(BACKUP_PREFIX) && name.ends_with("-0") {
+                    std::fs::remove_file(root_dir.join(name)).unwrap();
+                }
+            }
+            // And make the last change conflict, after a.txt was switched.
+            std::fs::write(root_dir.join("b.sh"), "edited\n").unwrap();
+        })),
+        ..Faults::default()
+    };
+    let err = match writer.commit_with(requests(), &mut faults) {
+        Err(Stop::Fail(e)) => e,
+        other => panic!("{:?}", other.map(|r| r.changes)),
+    };
+    assert_eq!(err.code(), ErrorCode::PatchConflict, "{err}");
+    assert!(err.detail().unwrap().contains("rollback incomplete"), "{err:?}");
+    assert!(!leftovers(&s.root_dir, &s.state).is_empty(), "journal kept");
+    let again = writer.write_file("other.txt", b"x".to_vec(), false).unwrap_err();
+    assert_eq!(again.code(), ErrorCode::InternalError, "{again}");
+    assert!(!s.root_dir.join("other.txt").exists());
+}

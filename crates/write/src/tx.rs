@@ -31,7 +31,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::fs::FlockOperation;
@@ -162,6 +162,10 @@ pub struct Writer {
     locks: LockTable,
     max_file_bytes: u64,
     next_txid: AtomicU64,
+    /// Set when a live rollback failed: its journal is kept for the next
+    /// start, and no further transaction may run before that (settling it
+    /// later could undo a newer change to the same paths).
+    broken: AtomicBool,
     /// Holds `flock` on `<key>.lock` in the journal dir while this writer
     /// lives: a second writer (another process) on the same root and state
     /// dir would "recover" this one's live transactions.
@@ -334,6 +338,7 @@ impl Writer {
             locks: LockTable::default(),
             max_file_bytes: config.max_file_bytes,
             next_txid: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
             _guard: guard,
         };
         let report = writer.recover(faults)?;
@@ -356,7 +361,11 @@ impl Writer {
     /// `PATH_NOT_FOUND`, `NOT_A_DIRECTORY`, `NOT_A_FILE`,
     /// `UNSUPPORTED_FILE_TYPE`, `ALREADY_EXISTS`, `PATCH_CONFLICT`,
     /// `READ_LIMIT_EXCEEDED`; `ACCESS_DENIED` and `INTERNAL_ERROR` while
-    /// writing. Whatever the error, nothing of the transaction remains.
+    /// writing. Whatever the error, nothing of the transaction remains —
+    /// unless undoing it fails too (an I/O error mid-rollback): then its
+    /// journal is kept, this writer refuses every further transaction
+    /// (`INTERNAL_ERROR`), and the next [`Writer::open`] finishes the
+    /// rollback.
     pub fn commit(&self, changes: Vec<Change>) -> Result<CommitReport, FsError> {
         let requests = changes.into_iter().map(Request::from).collect();
         self.commit_with(requests, &mut Faults::none()).map_err(Stop::into_error)
@@ -410,6 +419,13 @@ impl Writer {
             located.push((loc, request));
         }
         let _held = self.locks.lock(keys);
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(FsError::new(
+                ErrorCode::InternalError,
+                "an earlier change could not be rolled back; the server must be restarted to repair it before writing again.",
+            )
+            .into());
+        }
 
         // Phase 0: plan and verify; nothing is written on any error.
         let (mut steps, dirs) = self.plan(located)?;
@@ -450,10 +466,13 @@ impl Writer {
                     Err(Stop::Crash) => Stop::Crash,
                     // The journal is kept: the next start finishes the
                     // rollback.
-                    Err(Stop::Fail(undo)) => Stop::Fail(e.with_detail(format!(
-                        "rollback incomplete, journal {txid} kept: {undo} ({})",
-                        undo.detail().unwrap_or("")
-                    ))),
+                    Err(Stop::Fail(undo)) => {
+                        self.broken.store(true, Ordering::SeqCst);
+                        Stop::Fail(e.with_detail(format!(
+                            "rollback incomplete, journal {txid} kept: {undo} ({})",
+                            undo.detail().unwrap_or("")
+                        )))
+                    }
                 });
             }
         }

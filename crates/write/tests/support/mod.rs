@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serverfs_core::{Policy, Root, RootOptions};
+use serverfs_core::{Policy, Root, RootOptions, SymlinkRule};
 use serverfs_write::{Writer, WriterConfig};
 
 pub struct Fixture {
@@ -20,8 +20,9 @@ pub struct Fixture {
     pub writer: Arc<Writer>,
 }
 
-/// Hidden files allowed (serverfs-dev's policy) plus `.git/**` denied, as
-/// serverfs-dev configures it.
+/// serverfs-dev's configuration: hidden files allowed, `.git` denied, and
+/// links inside the root followed *for reads* — which must change nothing
+/// for writes.
 pub fn fixture() -> Fixture {
     fixture_with(|c| c)
 }
@@ -40,7 +41,8 @@ pub fn fixture_with(config: impl FnOnce(WriterConfig) -> WriterConfig) -> Fixtur
 
 pub fn open_root(root_dir: &Path) -> Arc<Root> {
     let policy = Policy::new(true, &[".git/**".to_owned(), ".git".to_owned()]).unwrap();
-    Arc::new(Root::open(root_dir, RootOptions::new("w", policy)).unwrap())
+    let options = RootOptions::new("w", policy).symlinks(SymlinkRule::FollowWithinRoot);
+    Arc::new(Root::open(root_dir, options).unwrap())
 }
 
 pub fn open_writer(

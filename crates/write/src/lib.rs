@@ -1,0 +1,47 @@
+//! The only code in ServerFS that mutates files, used by `serverfs-dev`
+//! alone (never by `serverfs-mcp`, whose dependency graph must not contain
+//! this crate).
+//!
+//! [`Writer`] runs crash-safe multi-file transactions ([`Change`]: create,
+//! replace, delete; a move is a delete plus a create) and single-file
+//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`].
+//!
+//! Guarantees:
+//! - Every access goes through the core's seam: [`Root::locate`] (syntax
+//!   and policy) then [`Root::open_parent`] (a parent resolved beneath the
+//!   root without following any link). No path string is given to the OS
+//!   for anything inside the root.
+//! - Writes never follow or touch a symbolic link: a final component that
+//!   is a link is refused (`SYMLINK_NOT_ALLOWED`), and so is a linked
+//!   parent, including one met while creating missing parents.
+//! - A transaction is verified completely before anything is written, and
+//!   a failure or a crash (kill -9 at any instant) leaves the tree wholly
+//!   before or wholly after it: the intent journal lives in the state dir
+//!   (never inside the root) and [`Writer::open`] settles what a crash
+//!   left before serving.
+//! - Readers see a target either old or new, never a partial file:
+//!   contents are written to a temporary file beside the target and
+//!   renamed over it. Temporaries and backups carry fixed hidden prefixes
+//!   ([`TEMP_PREFIX`], [`BACKUP_PREFIX`]) and never remain after a commit
+//!   or a rollback.
+//! - Mutations of one path are serialised; each re-verifies under its lock.
+//!
+//! Errors are the core's [`serverfs_core::FsError`] with its stable codes.
+//!
+//! [`Root::locate`]: serverfs_core::Root::locate
+//! [`Root::open_parent`]: serverfs_core::Root::open_parent
+
+mod fsops;
+mod journal;
+mod locks;
+mod tx;
+
+#[cfg(test)]
+mod crash_tests;
+
+pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
+pub use journal::Op;
+pub use tx::{
+    Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
+    WriteReport, Writer, WriterConfig,
+};

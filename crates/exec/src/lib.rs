@@ -1,0 +1,53 @@
+/*!
+Command execution for serverfs-dev: the `bash` tool, shell sessions and the
+command policy. Never a dependency of the read-only serverfs-mcp.
+
+Every command runs under a small per-command supervisor process (the
+server's own binary under a hidden subcommand that calls
+[`supervise_main`]): a child subreaper that starts `bash` in its own process
+group and, when `bash` ends, when it is told to (its control channel closes)
+or when the server dies, kills the group and every descendant re-parented to
+it, until it has no child left. Nothing the command starts survives it —
+background jobs, `setsid`, double forks and `nohup` included.
+
+- [`run`] runs one `bash --noprofile --norc -c COMMAND` with a timeout and
+  a cancellation token, both streams capped at 16,000 characters each.
+- [`Limiter`] caps concurrent commands with a bounded queue.
+- [`Sessions`] keeps long-lived shells, owned by the client that opened
+  them, read at absolute byte offsets.
+- [`Policy`] is the `--allow`/`--deny` check; see its module docs for what
+  it cannot promise.
+- [`harden_server_process`] makes the server's `/proc` entries unreadable to
+  the commands it runs (same user).
+*/
+#![deny(missing_docs)]
+
+mod capped;
+mod limit;
+mod policy;
+mod run;
+mod session;
+mod spawn;
+mod status;
+mod supervisor;
+
+pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
+pub use policy::Policy;
+pub use run::{
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, Outcome, Progress,
+    ProgressFn, check_timeout, run,
+};
+pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
+pub use spawn::ChildEnv;
+pub use status::signal_name;
+pub use supervisor::{Supervisor, supervise_main};
+
+/// Marks the server process non-dumpable (`PR_SET_DUMPABLE` 0): its
+/// `/proc/<pid>/environ`, `mem`, `fd/`… become root-owned and unreadable
+/// to other processes of the same user — the commands it runs — and it
+/// cannot be ptraced by them. Call it first thing in `main` of serverfs-dev
+/// (children are dumpable again after their `execve`).
+pub fn harden_server_process() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
+}

@@ -62,6 +62,11 @@ impl Limiter {
         }
     }
 
+    /// How many callers wait for a slot right now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
     /// A slot now, or after a bounded wait, or `SERVER_BUSY`.
     pub async fn acquire(&self) -> Result<Permit, FsError> {
         if let Ok(p) = self.slots.clone().try_acquire_owned() {

@@ -110,14 +110,14 @@ impl Policy {
         if self.is_open() {
             return Ok(());
         }
-        if self.allow.is_some() {
-            if let Some(c) = command.chars().find(|c| METACHARS.contains(c)) {
-                return Err(refuse(match c {
-                    '\n' => "\\n".to_owned(),
-                    '\r' => "\\r".to_owned(),
-                    c => c.to_string(),
-                }));
-            }
+        if self.allow.is_some()
+            && let Some(c) = command.chars().find(|c| METACHARS.contains(c))
+        {
+            return Err(refuse(match c {
+                '\n' => "\\n".to_owned(),
+                '\r' => "\\r".to_owned(),
+                c => c.to_string(),
+            }));
         }
         Lexer { policy: self, depth: 0 }.check(command)
     }
@@ -444,12 +444,11 @@ impl Lexer<'_> {
             let joined: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
             return self.nested(&joined.join(" "));
         }
-        if SHELLS.contains(&name) {
-            if let Some(i) = args.iter().position(|w| w.text == "-c") {
-                if let Some(script) = args.get(i + 1) {
-                    return self.nested(&script.text);
-                }
-            }
+        if SHELLS.contains(&name)
+            && let Some(i) = args.iter().position(|w| w.text == "-c")
+            && let Some(script) = args.get(i + 1)
+        {
+            return self.nested(&script.text);
         }
         Ok(())
     }

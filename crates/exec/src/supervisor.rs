@@ -234,10 +234,10 @@ fn supervise(mode: Mode, control: OwnedFd) -> Result<(), ()> {
                 match control_r.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
-                        if let Some(w) = stdin.as_mut() {
-                            if w.write_all(&buf[..n]).is_err() {
-                                stdin = None;
-                            }
+                        if let Some(w) = stdin.as_mut()
+                            && w.write_all(&buf[..n]).is_err()
+                        {
+                            stdin = None;
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::io::Errno;
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, WaitOptions, getpid, kill_process, kill_process_group,
-    set_child_subreaper, waitid, waitpid,
+    set_child_subreaper, wait, waitid,
 };
 
 /// The environment variables a command may see; everything else is
@@ -288,10 +288,13 @@ fn break_all(shared: &Shared, pid: Pid) {
     let me = getpid();
     loop {
         kill_children(me);
-        match waitpid(None, WaitOptions::empty()) {
-            Ok(_) | Err(Errno::INTR) => {}
+        // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
+        // waitpid(0), children of our own process group only — bash and
+        // everything it starts are in other groups.)
+        match wait(WaitOptions::empty()) {
             // ECHILD: no child left, alive or zombie.
-            Err(_) => break,
+            Err(Errno::CHILD) => break,
+            Ok(_) | Err(_) => {}
         }
     }
 }

@@ -297,3 +297,33 @@ async fn many_commands_at_once_all_clean_up() {
     }
     assert_none(&t);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_that_keep_forking_are_all_killed() {
+    // Detached loops that keep starting sleeps while the supervisor kills:
+    // the kill loop must still converge.
+    let out = no_survivor(
+        "for i in 1 2 3; do setsid bash -c 'while :; do sleep 300.TAG & sleep 0.02; done' & done; \
+         sleep 0.5; echo ok",
+    )
+    .await;
+    assert_eq!(out.stdout, "ok\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopped_descendants_are_killed() {
+    let out = no_survivor("setsid sleep 300.TAG & p=$!; sleep 0.2; kill -STOP $p; echo ok").await;
+    assert_eq!(out.stdout, "ok\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn grandchildren_in_another_session_are_killed() {
+    // Neither bash's process group nor its direct children cover these:
+    // the inner sleeps reach the supervisor only once their parent is dead.
+    let out = no_survivor(
+        "setsid bash -c 'sleep 300.TAG & setsid sleep 301.TAG & sleep 302.TAG' & \
+         setsid bash -c 'bash -c \"sleep 303.TAG & sleep 304.TAG\"' & sleep 0.3; echo ok",
+    )
+    .await;
+    assert_eq!(out.stdout, "ok\n");
+}

@@ -291,10 +291,10 @@ fn break_all(shared: &Shared, pid: Pid) {
         // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
         // waitpid(0), children of our own process group only — bash and
         // everything it starts are in other groups.)
-        match wait(WaitOptions::empty()) {
-            // ECHILD: no child left, alive or zombie.
-            Err(Errno::CHILD) => break,
-            Ok(_) | Err(_) => {}
+        // ECHILD: no child left, alive or zombie. Anything else (a reaped
+        // child, EINTR): scan again.
+        if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
+            break;
         }
     }
 }

@@ -34,8 +34,8 @@ mod supervisor;
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use policy::Policy;
 pub use run::{
-    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, Outcome, Progress,
-    ProgressFn, check_timeout, run,
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
+    Outcome, Progress, ProgressFn, check_timeout, run,
 };
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
 pub use spawn::ChildEnv;

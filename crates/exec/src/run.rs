@@ -20,6 +20,8 @@ use crate::supervisor::Supervisor;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// Largest `timeout_seconds`.
 pub const MAX_TIMEOUT_SECS: u64 = 600;
+/// The longest command (Linux refuses a single argument over 128 KiB).
+pub const MAX_COMMAND_BYTES: usize = 100_000;
 /// Scalar values kept of each stream by default.
 pub const DEFAULT_OUTPUT_CAP: usize = 16_000;
 /// After the supervisor exited (every descendant is dead), how long the
@@ -129,6 +131,11 @@ pub async fn run(
     let timeout = check_timeout(spec.timeout_seconds)?;
     if spec.command.contains('\0') {
         return Err(FsError::invalid("The command contains a NUL character."));
+    }
+    if spec.command.len() > MAX_COMMAND_BYTES {
+        return Err(FsError::invalid(format!(
+            "The command is longer than {MAX_COMMAND_BYTES} bytes; write a script file and run it."
+        )));
     }
     let mut spawned = spawn(
         &spec.supervisor,

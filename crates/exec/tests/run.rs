@@ -327,3 +327,39 @@ async fn grandchildren_in_another_session_are_killed() {
     .await;
     assert_eq!(out.stdout, "ok\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_or_nul_commands_are_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in
+        ["echo a\0b".to_owned(), format!("echo {}", "x".repeat(serverfs_exec::MAX_COMMAND_BYTES))]
+    {
+        let e = run(spec(&cmd, dir.path()), &CancellationToken::new(), None).await.unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    }
+}
+
+/// A supervisor that ignores its control channel and SIGTERM: the server
+/// closes the channel, waits, sends SIGTERM, waits, and only then SIGKILLs
+/// it. (Takes about 2 × 10 s of grace.)
+#[tokio::test(flavor = "multi_thread")]
+async fn unresponsive_supervisor_gets_sigterm_then_sigkill() {
+    let t = tag();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let fake = serverfs_exec::Supervisor::new(
+        "/bin/sh",
+        [
+            "-c".to_owned(),
+            "trap 'echo term >> \"$0\"' TERM; while :; do sleep 0.1; done".to_owned(),
+            log.display().to_string(),
+        ],
+    );
+    let mut s = spec(&format!("sleep 300.{t}"), dir.path());
+    s.supervisor = fake;
+    s.timeout_seconds = 1;
+    let e = run(s, &CancellationToken::new(), None).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InternalError);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "term\n");
+    assert_none(&t);
+}

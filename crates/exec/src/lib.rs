@@ -19,6 +19,44 @@ background jobs, `setsid`, double forks and `nohup` included.
   it cannot promise.
 - [`harden_server_process`] makes the server's `/proc` entries unreadable to
   the commands it runs (same user).
+
+# Wiring into serverfs-dev
+
+```text
+fn main() -> ExitCode {
+    // Before anything else (before tokio, before parsing secrets):
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "__supervise") {
+        return serverfs_exec::supervise_main(args);   // never returns to the server code
+    }
+    serverfs_exec::harden_server_process()?;           // PR_SET_DUMPABLE 0
+    let sup = Supervisor::new(std::env::current_exe()?, ["__supervise"]);
+    ...
+}
+```
+
+- bash tool: `Policy::check(command)`, then `limiter.acquire().await?`, then
+  [`run`] with `cwd = /proc/self/fd/N` of the directory the resolver opened
+  (keep that `OwnedFd` alive until `run` returns) and the request's
+  cancellation token (MCP `notifications/cancelled`, client disconnect).
+- shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
+  stdio transport and the `Mcp-Session-Id` for HTTP (close that owner's
+  sessions when the MCP session is deleted). `Policy::check_input` on every
+  `shell_write`.
+- At shutdown: [`Sessions::close_all`]; a killed server needs nothing: each
+  supervisor sees its control channel close and kills its tree.
+
+# What is guaranteed, and what is not
+
+When [`run`] returns, and when [`Sessions::close`] returns, every process
+that descends from the command has been SIGKILLed and reaped by its
+supervisor, whatever its process group or session. Not covered: a process
+that is not a descendant (a job handed to a daemon that was already running:
+`systemd-run`, `at`, `docker run -d`, an ssh to elsewhere), and a descendant
+the supervisor may not signal (one that gained another user's identity
+through `sudo` or a set-user-ID program, when the server is not root). If
+the supervisor itself is SIGKILLed from outside, its descendants are
+re-parented to init.
 */
 #![deny(missing_docs)]
 

@@ -308,7 +308,9 @@ impl Drive {
             signal: ended.signal_name(),
             stdout,
             stderr,
-            timed_out,
+            // A command that ended by itself just as the deadline fired
+            // ran to completion: not a timeout.
+            timed_out: timed_out && ended.exit_code().is_none(),
             output_truncated: out_trunc || err_trunc || !drained,
             cancelled,
         })

@@ -549,6 +549,21 @@ impl Sessions {
         stale.len()
     }
 
+    /// Closes every session of `owner` (an HTTP MCP session was deleted or
+    /// expired); returns how many.
+    pub async fn close_owner(&self, owner: &Owner) -> usize {
+        let theirs: Vec<Arc<Session>> = {
+            let mut map = self.map();
+            let ids: Vec<String> =
+                map.iter().filter(|(_, s)| s.owner == *owner).map(|(id, _)| id.clone()).collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for s in &theirs {
+            s.shut().await;
+        }
+        theirs.len()
+    }
+
     /// Closes every session (server shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<Session>> = self.map().drain().map(|(_, s)| s).collect();

@@ -40,8 +40,8 @@ fn main() -> ExitCode {
   (keep that `OwnedFd` alive until `run` returns) and the request's
   cancellation token (MCP `notifications/cancelled`, client disconnect).
 - shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
-  stdio transport and the `Mcp-Session-Id` for HTTP (close that owner's
-  sessions when the MCP session is deleted). `Policy::check_input` on every
+  stdio transport and the `Mcp-Session-Id` for HTTP
+  ([`Sessions::close_owner`] when that MCP session is deleted or expires). `Policy::check_input` on every
   `shell_write`.
 - At shutdown: [`Sessions::close_all`]; a killed server needs nothing: each
   supervisor sees its control channel close and kills its tree.

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capped::CappedText;
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn};
+use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn, terminate};
 use crate::status::Ended;
 use crate::supervisor::Supervisor;
 
@@ -269,11 +269,7 @@ impl Drive {
                 () = &mut escalate, if ctl_w.is_none() && !exited => {
                     escalation += 1;
                     if escalation == 1 {
-                        if let Some(pid) =
-                            child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32))
-                        {
-                            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-                        }
+                        terminate(&child);
                         escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
                     } else {
                         let _ = child.start_kill();

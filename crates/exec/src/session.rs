@@ -16,7 +16,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn, wait_stopped};
+use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn, terminate, wait_stopped};
 use crate::status::Ended;
 use crate::supervisor::Supervisor;
 
@@ -54,6 +54,9 @@ pub struct SessionConfig {
     pub max_read: usize,
     /// Bytes accepted by one write at most (default 64 KiB).
     pub max_input: usize,
+    /// How long a write may wait for the shell to take its input (default
+    /// 10 s; then `TIMEOUT`).
+    pub write_timeout: Duration,
 }
 
 impl SessionConfig {
@@ -68,14 +71,13 @@ impl SessionConfig {
             buffer_cap: 1 << 20,
             max_read: 64 << 10,
             max_input: 64 << 10,
+            write_timeout: Duration::from_secs(10),
         }
     }
 }
 
 /// The longest blocking read.
 pub const MAX_WAIT_MS: u64 = 600_000;
-/// How long a write may wait for the shell to take its input.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the supervisor exited, how long the output pipe may stay open.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -431,7 +433,14 @@ impl Sessions {
             let wait = async {
                 tokio::select! {
                     _ = child.wait() => {}
-                    () = stop.cancelled() => wait_stopped(&mut child).await,
+                    () = stop.cancelled() => {
+                        // End of file on the control channel is enough
+                        // unless the supervisor is stuck handing input to a
+                        // shell that does not read it; SIGTERM (which it
+                        // handles the same way) reaches it either way.
+                        terminate(&child);
+                        wait_stopped(&mut child).await;
+                    }
                 }
             };
             let (ended, ()) = tokio::join!(read_status(ctl_r), wait);
@@ -465,7 +474,7 @@ impl Sessions {
         let mut input_half = s.input.lock().await;
         let Some(w) = input_half.as_mut() else { return Err(not_found()) };
         tokio::select! {
-            r = tokio::time::timeout(WRITE_TIMEOUT, w.write_all(input.as_bytes())) => match r {
+            r = tokio::time::timeout(self.inner.cfg.write_timeout, w.write_all(input.as_bytes())) => match r {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(internal("Could not write to the shell", e)),
                 Err(_) => Err(FsError::new(ErrorCode::Timeout, "The shell is not reading its input.")),

@@ -100,6 +100,14 @@ pub(crate) fn spawn(
     Ok(Spawned { child, control })
 }
 
+/// SIGTERM to a supervisor that has not been reaped yet (once reaped, its
+/// pid is unknown to tokio, so a reused pid is never signalled).
+pub(crate) fn terminate(child: &Child) {
+    if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
+        let _ = kill_process(pid, Signal::TERM);
+    }
+}
+
 /// Waits for a supervisor whose control channel is already closed: it
 /// kills its tree and exits by itself. Only if it does not, SIGTERM (which
 /// it also handles by killing its tree), and only as a last resort SIGKILL.
@@ -107,9 +115,7 @@ pub(crate) async fn wait_stopped(child: &mut Child) {
     if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
         return;
     }
-    if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
-        let _ = kill_process(pid, Signal::TERM);
-    }
+    terminate(child);
     if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
         return;
     }

@@ -305,3 +305,25 @@ async fn closing_an_owner_closes_only_its_sessions() {
     assert_eq!(s.list(&me()).len(), 1);
     s.close(&me(), &mine).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn close_works_while_the_shell_does_not_read_its_input() {
+    let t = tag();
+    let s = sessions(|c| {
+        c.max_input = 4 << 20;
+        c.write_timeout = Duration::from_millis(500);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let id = s.open(&me(), dir.path(), None).unwrap();
+    s.write(&me(), &id, &format!("sleep 300.{t}\n")).await.unwrap();
+    wait_alive(&t).await;
+    // The shell is busy: 4 MiB of input fill every buffer on the way and
+    // the write gives up.
+    let e = s.write(&me(), &id, &"x".repeat(4 << 20)).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout);
+    // The supervisor may be stuck handing input to the shell; close still
+    // ends the whole tree (SIGTERM goes out with the end of file).
+    let info = s.close(&me(), &id).await.unwrap();
+    assert!(info.exited);
+    assert_none(&t);
+}

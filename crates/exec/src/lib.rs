@@ -55,8 +55,11 @@ that is not a descendant (a job handed to a daemon that was already running:
 `systemd-run`, `at`, `docker run -d`, an ssh to elsewhere), and a descendant
 the supervisor may not signal (one that gained another user's identity
 through `sudo` or a set-user-ID program, when the server is not root). If
-the supervisor itself is SIGKILLed from outside, its descendants are
-re-parented to init.
+the supervisor itself is SIGKILLed, its descendants are re-parented to init
+and escape: a command running as the server's user can do that on purpose
+(`kill -9 $PPID`), just as it can kill the server itself. Closing that needs
+a boundary the kernel enforces (a separate user, or a delegated cgroup and
+`cgroup.kill`), not more code in this process.
 */
 #![deny(missing_docs)]
 

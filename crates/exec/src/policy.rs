@@ -30,7 +30,8 @@
 //! permitted interpreter or tool runs anything: `python3 -c`, `perl -e`,
 //! `awk 'BEGIN{system(…)}'`, `find -exec`, `git -c alias.x='!rm …'`, `make`,
 //! `npm run`, a script written to disk and then run by an allowed program.
-//! Deny lists are weaker still (`cp /bin/rm ./x; ./x`). Only the operating
+//! Deny lists are weaker still (`cp /bin/rm ./x; ./x`, `hash -p /bin/rm x`,
+//! `. script`). Only the operating
 //! system (the service account, file permissions, a container) bounds what a
 //! command can really do.
 
@@ -412,7 +413,8 @@ impl Lexer<'_> {
 
     fn check_program(&self, program: &Word, args: &[&Word]) -> Result<(), FsError> {
         let policy = self.policy;
-        if program.dynamic {
+        // Computed names, and brace expansion (`{rm,-f,x}` runs rm).
+        if program.dynamic || (program.text.contains('{') && !program.quoted_prefix) {
             return Err(refuse(program.raw.clone()));
         }
         let name = base_name(&program.text);
@@ -436,6 +438,16 @@ impl Lexer<'_> {
                 let n = base_name(&w.text);
                 if policy.denied(n) {
                     return Err(refuse(n.to_owned()));
+                }
+            }
+            return Ok(());
+        }
+        if name == "alias" {
+            // `shopt -s expand_aliases; alias x=rm; x …`: the value is a
+            // command.
+            for w in args {
+                if let Some((_, value)) = w.text.split_once('=') {
+                    self.nested(value)?;
                 }
             }
             return Ok(());
@@ -530,6 +542,7 @@ mod tests {
             "sh -c \"ls; rm x\"",
             "eval 'rm x'",
             "timeout 5 rm x",
+            "shopt -s expand_aliases; alias x='rm -f'; x y",
         ] {
             assert_eq!(refused(&p, cmd), "rm", "{cmd}");
         }
@@ -541,6 +554,9 @@ mod tests {
         assert!(refused(&p, "$(echo rm) x").contains("$("));
         assert!(refused(&p, "/usr/bin/r? x").contains("r?"));
         assert!(refused(&p, "$CMD x").contains("$CMD"));
+        assert!(refused(&p, "$'rm' x").contains("rm"));
+        assert_eq!(refused(&p, "{rm,-f,x}"), "{rm,-f,x}");
+        assert!(p.check("echo {a,b}").is_ok());
         // Unbalanced quotes could hide anything.
         assert!(refused(&p, "echo 'abc").contains("unbalanced"));
     }

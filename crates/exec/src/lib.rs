@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         return serverfs_exec::supervise_main(args);   // never returns to the server code
     }
     serverfs_exec::harden_server_process()?;           // PR_SET_DUMPABLE 0
+    serverfs_exec::adopt_orphans()?;                   // only if every child is a supervisor
     let sup = Supervisor::new(std::env::current_exe()?, ["__supervise"]);
     ...
 }
@@ -54,12 +55,13 @@ supervisor, whatever its process group or session. Not covered: a process
 that is not a descendant (a job handed to a daemon that was already running:
 `systemd-run`, `at`, `docker run -d`, an ssh to elsewhere), and a descendant
 the supervisor may not signal (one that gained another user's identity
-through `sudo` or a set-user-ID program, when the server is not root). If
-the supervisor itself is SIGKILLed, its descendants are re-parented to init
-and escape: a command running as the server's user can do that on purpose
-(`kill -9 $PPID`), just as it can kill the server itself. Closing that needs
-a boundary the kernel enforces (a separate user, or a delegated cgroup and
-`cgroup.kill`), not more code in this process.
+through `sudo` or a set-user-ID program, when the server is not root). A command
+running as the server's user can SIGKILL its own supervisor (`kill -9
+$PPID`): with [`adopt_orphans`] (the server a subreaper too) the tree is then
+re-parented to the server, which kills and reaps it; without it, the tree
+escapes to init. Such a command can as well kill the server itself; closing
+that needs a boundary the kernel enforces (a separate user, or a delegated
+cgroup and `cgroup.kill`), not more code in this process.
 */
 #![deny(missing_docs)]
 
@@ -79,7 +81,7 @@ pub use run::{
     Outcome, Progress, ProgressFn, check_timeout, run,
 };
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
-pub use spawn::ChildEnv;
+pub use spawn::{ChildEnv, adopt_orphans};
 pub use status::signal_name;
 pub use supervisor::{Supervisor, supervise_main};
 

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capped::CappedText;
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn, terminate};
+use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate};
 use crate::status::Ended;
 use crate::supervisor::Supervisor;
 
@@ -219,6 +219,7 @@ impl Drive {
         let Drive { spawned, stdout, stderr, timeout, cap, token, progress, progress_interval } =
             self;
         let crate::spawn::Spawned { mut child, control } = spawned;
+        let supervisor_pid = child.id();
         let (ctl_r, ctl_w) = control.into_split();
         // Dropping the write half shuts it down: the supervisor reads end
         // of file and kills the tree.
@@ -279,6 +280,12 @@ impl Drive {
             }
         }
         drop(ctl_w);
+        reaped(supervisor_pid);
+        if !matches!(status, Some(Some(_))) {
+            // The supervisor died before its tree (killed from outside):
+            // what is left was re-parented to us if we adopt orphans.
+            sweep_orphans().await;
+        }
 
         // Every descendant is dead: the pipes close now, unless a process
         // outside the tree holds them (fd passing); then stop collecting.

@@ -16,7 +16,9 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, spawn, terminate, wait_stopped};
+use crate::spawn::{
+    ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, wait_stopped,
+};
 use crate::status::Ended;
 use crate::supervisor::Supervisor;
 
@@ -429,6 +431,7 @@ impl Sessions {
         let cap = cfg.buffer_cap;
         tokio::spawn(async move {
             let mut child = spawned.child;
+            let supervisor_pid = child.id();
             let mut drain = tokio::spawn(drain_into(reader, shared.clone(), cap));
             let wait = async {
                 tokio::select! {
@@ -444,6 +447,10 @@ impl Sessions {
                 }
             };
             let (ended, ()) = tokio::join!(read_status(ctl_r), wait);
+            reaped(supervisor_pid);
+            if ended.is_none() {
+                sweep_orphans().await;
+            }
             if tokio::time::timeout(DRAIN_GRACE, &mut drain).await.is_err() {
                 drain.abort();
             }

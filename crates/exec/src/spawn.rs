@@ -7,11 +7,17 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rustix::process::{
+    Pid, Signal, WaitOptions, getpid, kill_process, set_child_subreaper, waitpid,
+};
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
-use crate::supervisor::{ENV_KEYS, Supervisor};
+use crate::supervisor::{ENV_KEYS, Supervisor, parent_of};
 
 /// How long a supervisor gets to kill its tree and exit after its control
 /// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
@@ -60,6 +66,77 @@ impl ChildEnv {
     }
 }
 
+/// Pids of our supervisors that tokio has not reaped yet.
+static SUPERVISORS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// [`adopt_orphans`] was called.
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+
+fn supervisors() -> MutexGuard<'static, BTreeSet<i32>> {
+    SUPERVISORS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Forgets a supervisor once it has been reaped.
+pub(crate) fn reaped(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        supervisors().remove(&(pid as i32));
+    }
+}
+
+/// Makes the server a child subreaper too, so that if a supervisor dies
+/// before its tree (a command can `kill -9 $PPID`: same user), the tree is
+/// re-parented to the server instead of init, and the server kills and
+/// reaps it (see the crate docs).
+///
+/// Only for a server whose every child process is a supervisor started by
+/// this crate: when a supervisor dies without reporting, every other child
+/// of the server is taken for an orphan and SIGKILLed.
+pub fn adopt_orphans() -> std::io::Result<()> {
+    set_child_subreaper(Some(getpid())).map_err(std::io::Error::from)?;
+    ADOPTING.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// After a supervisor died without a status line: SIGKILL every child of
+/// the server that is not a live supervisor, reap it, and repeat while
+/// their own children keep being re-parented to us (bounded).
+pub(crate) async fn sweep_orphans() {
+    if !ADOPTING.load(Ordering::Acquire) {
+        return;
+    }
+    let me = getpid().as_raw_pid();
+    for _ in 0..2000 {
+        let found: Vec<Pid> = {
+            let live = supervisors();
+            let mut found = Vec::new();
+            if let Ok(dir) = std::fs::read_dir("/proc") {
+                for entry in dir.flatten() {
+                    let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+                    else {
+                        continue;
+                    };
+                    if raw != me
+                        && !live.contains(&raw)
+                        && parent_of(raw) == Some(me)
+                        && let Some(pid) = Pid::from_raw(raw)
+                    {
+                        let _ = kill_process(pid, Signal::KILL);
+                        found.push(pid);
+                    }
+                }
+            }
+            found
+        };
+        if found.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        for pid in found {
+            // A specific pid: never steals the status of tokio's children.
+            let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
 /// A started supervisor and the server's end of its control channel.
 pub(crate) struct Spawned {
     pub(crate) child: Child,
@@ -91,7 +168,16 @@ pub(crate) fn spawn(
         .current_dir(cwd)
         .kill_on_drop(false);
     env.apply(&mut cmd);
-    let child = cmd.spawn().map_err(|e| internal("Could not start the command", e))?;
+    let child = {
+        // Registered under the same lock the orphan sweep scans under, so
+        // the sweep never mistakes a new supervisor for an orphan.
+        let mut live = supervisors();
+        let child = cmd.spawn().map_err(|e| internal("Could not start the command", e))?;
+        if let Some(id) = child.id() {
+            live.insert(id as i32);
+        }
+        child
+    };
     // `cmd` still holds the supervisor's end: drop it now, or the
     // supervisor would never see end of file.
     drop(cmd);

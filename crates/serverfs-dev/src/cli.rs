@@ -60,6 +60,29 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_MAX_FILE_BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
 
+    /// Programs bash and shell sessions may run, comma-separated; when set,
+    /// nothing else runs and shell metacharacters are refused.
+    #[arg(
+        long = "allow",
+        env = "SERVERFS_ALLOW_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    allow_commands: Option<Vec<String>>,
+
+    /// Programs bash and shell sessions may never run, in any segment, comma-separated.
+    #[arg(
+        long = "deny",
+        env = "SERVERFS_DENY_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    deny_commands: Vec<String>,
+
+    /// bash calls that may run at once; more wait (bounded), then get SERVER_BUSY.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = serverfs_exec::DEFAULT_RUNNING)]
+    max_concurrent_commands: usize,
+
     #[command(flatten)]
     read: ReadSettings,
 
@@ -76,6 +99,8 @@ pub(crate) struct Config {
     pub(crate) limits: Limits,
     pub(crate) max_file_bytes: u64,
     pub(crate) concurrency: Concurrency,
+    pub(crate) command_policy: serverfs_exec::Policy,
+    pub(crate) max_concurrent_commands: usize,
     pub(crate) http: HttpConfig,
 }
 
@@ -114,6 +139,16 @@ impl Cli {
         if !state_dir.is_absolute() {
             return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
         }
+        if !(1..=64).contains(&self.max_concurrent_commands) {
+            return Err("SERVERFS_MAX_CONCURRENT_COMMANDS must be between 1 and 64".to_owned());
+        }
+        let names = |list: &[String]| -> Vec<String> {
+            list.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect()
+        };
+        let command_policy = serverfs_exec::Policy {
+            allow: self.allow_commands.as_deref().map(names),
+            deny: names(&self.deny_commands),
+        };
         Ok(Config {
             root: self.root.clone(),
             state_dir,
@@ -121,6 +156,8 @@ impl Cli {
             limits,
             max_file_bytes: self.max_file_bytes,
             concurrency,
+            command_policy,
+            max_concurrent_commands: self.max_concurrent_commands,
             http,
         })
     }

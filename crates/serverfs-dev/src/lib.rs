@@ -8,10 +8,12 @@
 //! logged) before the first call is served. The binary is [`run`].
 
 mod cli;
+pub mod commands;
 mod handler;
 pub mod project;
 
-pub use handler::{DevServer, INSTRUCTIONS};
+pub use commands::Commands;
+pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
 pub use project::Project;
 
 use std::process::ExitCode;
@@ -28,6 +30,10 @@ use crate::cli::{Cli, Config, prepare_state_dir};
 /// How the root is named in messages (`project:/src/main.rs`).
 const ROOT_NAME: &str = "project";
 
+/// The hidden subcommand under which the binary is a command's supervisor
+/// (see `serverfs-exec`).
+pub const SUPERVISE: &str = "__supervise";
+
 /// The whole program: parse, validate, recover, serve; the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse_or_exit();
@@ -38,6 +44,21 @@ pub fn run() -> ExitCode {
     let config = match cli.config(&env) {
         Ok(config) => config,
         Err(e) => return config_error(&e),
+    };
+    // Commands run as this user must not read the server's environment or
+    // memory through /proc; orphans of a killed supervisor come back to us.
+    if let Err(e) =
+        serverfs_exec::harden_server_process().and_then(|()| serverfs_exec::adopt_orphans())
+    {
+        eprintln!("serverfs-dev: cannot harden the process: {e}");
+        return ExitCode::FAILURE;
+    }
+    let supervisor = match std::env::current_exe() {
+        Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
+        Err(e) => {
+            eprintln!("serverfs-dev: cannot find its own executable: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     let project = match open_project(&config) {
         Ok(project) => Arc::new(project),
@@ -52,8 +73,11 @@ pub fn run() -> ExitCode {
     };
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
-        let server = DevServer::new(project, &config.concurrency);
-        if stdio {
+        let policy = config.command_policy;
+        let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
+        let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Anonymous };
+        let server = DevServer::new(project, Arc::clone(&commands), owner, &config.concurrency);
+        let served = if stdio {
             serverfs_transport::serve_stdio(server).await
         } else {
             let shutdown = CancellationToken::new();
@@ -61,7 +85,9 @@ pub fn run() -> ExitCode {
             let routes = serverfs_transport::Router::new();
             serverfs_transport::serve_mcp(move || server.clone(), config.http, routes, shutdown)
                 .await
-        }
+        };
+        commands.close_all().await;
+        served
     });
     // Blocking reads of a closed stdin must not hold the process open.
     runtime.shutdown_timeout(Duration::from_secs(1));

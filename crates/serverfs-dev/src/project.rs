@@ -36,6 +36,11 @@ impl Project {
         Self { root: Arc::clone(writer.root()), tools, writer, max_file_bytes }
     }
 
+    /// The project root.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
     /// The shared read tools and their limits.
     pub fn tools(&self) -> &ReadTools {
         &self.tools

@@ -110,7 +110,8 @@ pub fn plan_update(
         let at = Where { path: path_for_messages, number: index + 1, hunk };
         let mut pass = MatchPass::Exact;
         for context in &hunk.contexts {
-            let (found, found_pass) = at.locate(&lines, cursor, &[context.as_str()], false)?;
+            let (found, found_pass) =
+                at.locate(&lines, cursor, &[context.as_str()], Target::AtAtLine)?;
             pass = pass.max(found_pass);
             cursor = found + 1;
         }
@@ -120,7 +121,8 @@ pub fn plan_update(
                 if hunk.contexts.is_empty() || hunk.end_of_file { lines.len() } else { cursor };
             (insert_at, insert_at)
         } else {
-            let (found, found_pass) = at.locate(&lines, cursor, &old, hunk.end_of_file)?;
+            let target = if hunk.end_of_file { Target::BodyAtEnd } else { Target::Body };
+            let (found, found_pass) = at.locate(&lines, cursor, &old, target)?;
             pass = pass.max(found_pass);
             (found, found + old.len())
         };
@@ -210,6 +212,17 @@ struct Edit<'a> {
     pieces: Vec<Piece<'a>>,
 }
 
+/// What a search looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// One `@@` line, anywhere after the cursor.
+    AtAtLine,
+    /// The old lines of a hunk, anywhere after the cursor.
+    Body,
+    /// The old lines of a `*** End of File` hunk: only at the very end.
+    BodyAtEnd,
+}
+
 /// The hunk being placed, for messages.
 struct Where<'a> {
     path: &'a str,
@@ -220,24 +233,25 @@ struct Where<'a> {
 
 impl Where<'_> {
     /// Finds the unique start of `pattern` in `lines[from..]` (only the
-    /// block ending the file when `at_end`) under the first pass that finds
-    /// any, or the error saying why not.
+    /// block ending the file for [`Target::BodyAtEnd`]) under the first
+    /// pass that finds any, or the error saying why not.
     fn locate(
         &self,
         lines: &[Line<'_>],
         from: usize,
         pattern: &[&str],
-        at_end: bool,
+        target: Target,
     ) -> Result<(usize, MatchPass), PatchError> {
+        let at_end = target == Target::BodyAtEnd;
         for pass in MatchPass::ALL {
             let starts = candidates(lines, from, pattern, at_end, pass);
             match starts.as_slice() {
                 [] => continue,
                 [start] => return Ok((*start, pass)),
-                several => return Err(self.ambiguous(pattern, several, pass)),
+                several => return Err(self.ambiguous(pattern, target, several, pass)),
             }
         }
-        Err(self.not_found(lines, from, pattern, at_end))
+        Err(self.not_found(lines, from, pattern, target))
     }
 
     /// `path: hunk 2 (patch line 9)`.
@@ -246,21 +260,25 @@ impl Where<'_> {
     }
 
     /// What is being looked for, for messages.
-    fn what(&self, pattern: &[&str]) -> String {
-        match pattern {
-            [line] if self.hunk.contexts.iter().any(|c| c == line) => {
-                format!("the '@@' line {}", quote(line))
-            }
-            [first, ..] => format!(
-                "its {} context/removed line(s) starting with {}",
+    fn what(pattern: &[&str], target: Target) -> String {
+        match (target, pattern) {
+            (Target::AtAtLine, [line, ..]) => format!("the '@@' line {}", quote(line)),
+            (_, [first, ..]) => format!(
+                "the hunk's {} context and '-' line(s), starting with {},",
                 pattern.len(),
                 quote(first)
             ),
-            [] => "its context".to_owned(),
+            (_, []) => "the hunk's context".to_owned(),
         }
     }
 
-    fn ambiguous(&self, pattern: &[&str], starts: &[usize], pass: MatchPass) -> PatchError {
+    fn ambiguous(
+        &self,
+        pattern: &[&str],
+        target: Target,
+        starts: &[usize],
+        pass: MatchPass,
+    ) -> PatchError {
         let mut numbers: Vec<String> =
             starts.iter().take(LISTED_CANDIDATES).map(|s| (s + 1).to_string()).collect();
         if starts.len() > LISTED_CANDIDATES {
@@ -269,10 +287,10 @@ impl Where<'_> {
         PatchError::new(
             PatchErrorCode::PatchContextAmbiguous,
             format!(
-                "{}: {} matches {} places ({} match) at lines {}; add context lines (or an '@@' \
+                "{}: {} found at {} places ({} match): lines {}; add context lines (or an '@@' \
                  line naming the enclosing block) so that it matches exactly one place",
                 self.prefix(),
-                self.what(pattern),
+                Self::what(pattern, target),
                 starts.len(),
                 pass.as_str(),
                 numbers.join(", ")
@@ -285,8 +303,9 @@ impl Where<'_> {
         lines: &[Line<'_>],
         from: usize,
         pattern: &[&str],
-        at_end: bool,
+        target: Target,
     ) -> PatchError {
+        let at_end = target == Target::BodyAtEnd;
         let place = match (at_end, from) {
             (true, _) => "at the end of the file ('*** End of File')".to_owned(),
             (false, 0) => "in the file".to_owned(),
@@ -310,7 +329,7 @@ impl Where<'_> {
                  dashes and spaces{hint}; re-read the file and write the patch against its \
                  current content",
                 self.prefix(),
-                self.what(pattern),
+                Self::what(pattern, target),
             ),
         )
     }
@@ -410,20 +429,20 @@ mod tests {
             "a\nb\na\nb\n",
             &[hunk(&[], "-a")],
             PatchContextAmbiguous,
-            "matches 2 places (exact match) at lines 1, 3",
+            "found at 2 places (exact match): lines 1, 3",
         );
         fails(
             "a \na  \n",
             &[hunk(&[], "-a")],
             PatchContextAmbiguous,
-            "(trailing-whitespace match) at lines 1, 2",
+            "(trailing-whitespace match): lines 1, 2",
         );
         let many = "x\n".repeat(12);
         fails(
             &many,
             &[hunk(&[], "-x")],
             PatchContextAmbiguous,
-            "12 places (exact match) at lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …",
+            "12 places (exact match): lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …",
         );
     }
 
@@ -433,7 +452,7 @@ mod tests {
             "a\nb\n",
             &[hunk(&[], "-a"), hunk(&[], " zz\n-b")],
             PatchContextNotFound,
-            "\"f.txt\": hunk 2 (patch line 3): its 2 context/removed line(s) starting with \"zz\" not found after line 1",
+            "\"f.txt\": hunk 2 (patch line 3): the hunk's 2 context and '-' line(s), starting with \"zz\", not found after line 1",
         );
         fails("a\n", &[hunk(&[], "-q")], PatchContextNotFound, "re-read the file");
     }
@@ -480,7 +499,7 @@ mod tests {
             file,
             &[hunk(&["def f"], "-    v = 1")],
             PatchContextAmbiguous,
-            "the '@@' line \"def f\" matches 2 places",
+            "the '@@' line \"def f\" found at 2 places",
         );
         fails(
             file,

@@ -16,8 +16,11 @@
 //! starting with ` `, `-` or `+`, then optionally `*** End of File`. An
 //! empty body line counts as an empty context line, as in Codex. The first
 //! hunk of an update may leave out `@@`. Blank lines between operations
-//! are ignored. Header lines are recognised with surrounding whitespace
-//! trimmed, and paths are trimmed.
+//! are ignored. `*** Begin Patch`, `*** End Patch` and the three operation
+//! headers are recognised with surrounding whitespace trimmed. `*** Move
+//! to:` and `*** End of File` are recognised only at the start of a line,
+//! with trailing whitespace ignored, because an indented one is a context
+//! line. Paths are trimmed.
 //!
 //! Line numbers in messages are 1-based and count the physical lines of
 //! the text as received. `*** Begin Patch` is line 1 when it opens the
@@ -217,7 +220,8 @@ impl<'a> Parser<'a> {
         let path = self.path(rest, UPDATE)?;
         self.pos += 1;
         let mut move_to = None;
-        if let Some(target) = self.peek().and_then(|l| l.trim().strip_prefix(MOVE)) {
+        // Not trimmed at the start: ` *** Move to: x` is a context line.
+        if let Some(target) = self.peek().and_then(|l| l.trim_end().strip_prefix(MOVE)) {
             move_to = Some(self.path(target, MOVE)?);
             self.pos += 1;
         }
@@ -267,7 +271,8 @@ impl<'a> Parser<'a> {
         let mut lines = Vec::new();
         let mut end_of_file = false;
         while let Some(line) = self.peek() {
-            if line.trim() == END_OF_FILE {
+            // Not trimmed at the start: ` *** End of File` is a context line.
+            if line.trim_end() == END_OF_FILE {
                 self.pos += 1;
                 end_of_file = true;
                 break;
@@ -554,6 +559,16 @@ mod tests {
             4,
             "found \"zz\"",
         );
+    }
+
+    #[test]
+    fn markers_indented_by_one_space_are_context_lines() {
+        let text = "*** Begin Patch\n*** Update File: a\n *** Move to: b\n *** End of File\n+x\n*** End Patch\n";
+        let ops = ok(text);
+        let Operation::Update { move_to, hunks, .. } = &ops[0] else { panic!() };
+        assert_eq!(move_to, &None);
+        assert_eq!(hunks[0].lines, [ctx("*** Move to: b"), ctx("*** End of File"), add("x")]);
+        assert!(!hunks[0].end_of_file);
     }
 
     #[test]

@@ -35,6 +35,7 @@ use crate::commands::{
     ShellOpenArgs, ShellOpened, ShellReadArgs, ShellReadResult, ShellWriteArgs, ShellWritten,
     logged,
 };
+use crate::patching::{ApplyPatchArgs, ApplyPatchResult};
 use crate::project::{Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult};
 
 /// What the server tells every client about itself.
@@ -244,6 +245,24 @@ impl DevServer {
         let args = args.accept("write_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "write_file", path, ct, move |p, _| p.write_file(args)).await
+    }
+
+    #[tool(
+        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created.",
+        input_schema = input_schema::<ApplyPatchArgs>(),
+        output_schema = output_schema::<ApplyPatchResult>(),
+        title = "Apply patch",
+    )]
+    async fn apply_patch(
+        &self,
+        args: Args<ApplyPatchArgs>,
+        ct: CancellationToken,
+    ) -> ToolResult<ApplyPatchResult> {
+        let args = args.accept("apply_patch")?;
+        self.on(CallClass::Read, "apply_patch", String::new(), ct, move |p, deadline| {
+            p.apply_patch(&args, deadline)
+        })
+        .await
     }
 
     #[tool(

@@ -10,6 +10,7 @@
 mod cli;
 pub mod commands;
 mod handler;
+pub mod patching;
 pub mod project;
 
 pub use commands::Commands;

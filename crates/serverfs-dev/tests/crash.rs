@@ -1,0 +1,227 @@
+//! The crash test of apply_patch: a large multi-file patch (updates, adds,
+//! deletes, moves) is applied by the real server, which is SIGKILLed at a
+//! random moment; the server is started again on the same state directory
+//! (recovery runs before it serves), and the whole tree must then equal the
+//! tree before the patch or the tree after it — byte for byte, with no
+//! writer leftovers and no journal left.
+//!
+//! `SERVERFS_CRASH_ITERATIONS` sets the number of kills (default 12, what
+//! CI runs; the 100+-kill runs are done by hand). The random seed is
+//! printed so a failure can be replayed with `SERVERFS_CRASH_SEED`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Project;
+use serde_json::{Value, json};
+
+type Tree = BTreeMap<String, Vec<u8>>;
+
+const UPDATES: usize = 40;
+const ADDS: usize = 10;
+const DELETES: usize = 6;
+const MOVES: usize = 6;
+
+/// ~200 KiB of numbered lines.
+fn file_text(n: usize) -> String {
+    (0..6000).map(|i| format!("file {n} line {i}: some text to patch\n")).collect()
+}
+
+fn seed_tree(p: &Project) {
+    let _ = std::fs::remove_dir_all(p.root());
+    std::fs::create_dir_all(p.path("src")).unwrap();
+    for n in 0..UPDATES + DELETES + MOVES {
+        std::fs::write(p.path(&format!("src/f{n:02}.txt")), file_text(n)).unwrap();
+    }
+}
+
+fn the_patch() -> String {
+    let mut patch = String::from("*** Begin Patch\n");
+    for n in 0..UPDATES {
+        patch.push_str(&format!(
+            "*** Update File: src/f{n:02}.txt\n@@\n file {n} line 2999: some text to patch\n-file {n} line 3000: some text to patch\n+file {n} line 3000: PATCHED\n file {n} line 3001: some text to patch\n"
+        ));
+    }
+    for n in 0..ADDS {
+        patch.push_str(&format!("*** Add File: added/a{n:02}.txt\n"));
+        for i in 0..2000 {
+            patch.push_str(&format!("+added {n} line {i}\n"));
+        }
+    }
+    for n in UPDATES..UPDATES + DELETES {
+        patch.push_str(&format!("*** Delete File: src/f{n:02}.txt\n"));
+    }
+    for n in UPDATES + DELETES..UPDATES + DELETES + MOVES {
+        patch.push_str(&format!(
+            "*** Update File: src/f{n:02}.txt\n*** Move to: moved/m{n:02}.txt\n@@\n-file {n} line 0: some text to patch\n+file {n} line 0: MOVED\n"
+        ));
+    }
+    patch.push_str("*** End Patch\n");
+    patch
+}
+
+fn snapshot(root: &Path) -> Tree {
+    let mut tree = Tree::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                // Empty directories count too: a rollback removes the ones
+                // the patch created.
+                tree.insert(format!("{rel}/"), Vec::new());
+                stack.push(path);
+            } else {
+                tree.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    tree
+}
+
+/// A server over stdio with the apply_patch call sent; returns when the
+/// call has been written.
+fn start_patching(
+    p: &Project,
+    patch: &str,
+    dry_run: bool,
+) -> (Child, impl Iterator<Item = std::io::Result<String>>) {
+    let mut child = p
+        .command()
+        .arg("--stdio")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "crash", "version": "1"}}}))
+    .unwrap();
+    let _ = lines.next();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "apply_patch", "arguments": {"patch": patch, "dry_run": dry_run}}})
+    )
+    .unwrap();
+    // stdin stays open (moved into the child handle's keeper) until the kill.
+    std::mem::forget(stdin);
+    (child, lines)
+}
+
+/// Starts the server once on the state directory (recovery runs first) and
+/// stops it after its start-up log line; whether it settled a patch.
+fn restart_and_recover(p: &Project) -> bool {
+    let out = p
+        .command()
+        .arg("--stdio")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "restart failed: {log}");
+    assert!(log.contains("\"event\":\"starting\""), "{log}");
+    log.contains("\"event\":\"patch_recovered\"")
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[test]
+fn a_sigkill_at_any_moment_leaves_the_tree_before_or_after() {
+    let iterations: usize =
+        std::env::var("SERVERFS_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let seed = std::env::var("SERVERFS_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+                | 1
+        });
+    eprintln!("crash test: {iterations} kills, SERVERFS_CRASH_SEED={seed}");
+    let mut rng = Rng(seed);
+    let p = Project::new();
+    let patch = the_patch();
+
+    // The two acceptable trees, and how long a whole apply takes here:
+    // start-up and planning (a dry run), then the commit.
+    seed_tree(&p);
+    let before = snapshot(&p.root());
+    let started = Instant::now();
+    let (mut child, mut lines) = start_patching(&p, &patch, true);
+    let _ = lines.next();
+    let planned = started.elapsed();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let started = Instant::now();
+    let (mut child, mut lines) = start_patching(&p, &patch, false);
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let full = started.elapsed();
+    assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let after = snapshot(&p.root());
+    assert_ne!(before, after);
+
+    let (mut saw_before, mut saw_after, mut recovered) = (0, 0, 0);
+    for i in 0..iterations {
+        seed_tree(&p);
+        let (mut child, _lines) = start_patching(&p, &patch, false);
+        // Uniform from just before the commit starts to just after it ends,
+        // so most kills land inside it.
+        let from = planned.as_micros() as u64 * 3 / 4;
+        let window = (full.as_micros() as u64 * 5 / 4).saturating_sub(from) + 1;
+        std::thread::sleep(Duration::from_micros(from + rng.next() % window));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        recovered += usize::from(restart_and_recover(&p));
+        let tree = snapshot(&p.root());
+        if tree == before {
+            saw_before += 1;
+        } else if tree == after {
+            saw_after += 1;
+        } else {
+            let differs: Vec<&String> = tree
+                .keys()
+                .chain(after.keys())
+                .filter(|k| tree.get(*k) != before.get(*k) && tree.get(*k) != after.get(*k))
+                .take(5)
+                .collect();
+            panic!(
+                "kill {i}: the tree is neither before nor after the patch (seed {seed}); e.g. {differs:?}"
+            );
+        }
+        assert!(tree.keys().all(|k| !k.contains(".serverfs-")), "kill {i}: writer leftovers");
+        let journals = std::fs::read_dir(p.state().join("journal")).map_or(0, |d| {
+            d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".json")).count()
+        });
+        assert_eq!(journals, 0, "kill {i}: a journal was left");
+    }
+    eprintln!(
+        "crash test: {iterations} kills → {saw_before} before, {saw_after} after; \
+         {recovered} interrupted patches settled at restart (plan {planned:?}, full apply {full:?})"
+    );
+}

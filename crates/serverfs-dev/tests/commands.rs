@@ -82,6 +82,14 @@ async fn bash_results_and_nothing_survives_a_call() {
         assert_eq!(v["exit_code"], 0, "{shape}: {v}");
         assert_none_survive(&t);
     }
+    // A command that kills its own supervisor: its orphans come back to
+    // the server, which kills them.
+    let t = tag();
+    let command = format!("sleep {t} & setsid sleep {t} & kill -9 $PPID; sleep {t}");
+    let (_, v) = call(&client, "bash", json!({"command": command})).await;
+    assert_none_survive(&t);
+    let v2 = ok(&client, "bash", json!({"command": "echo still-serving"})).await;
+    assert_eq!(v2["stdout"], "still-serving\n", "after {v}");
     let t = tag();
     let v =
         ok(&client, "bash", json!({"command": format!("sleep {t}"), "timeout_seconds": 1})).await;

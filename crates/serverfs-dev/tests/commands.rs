@@ -332,3 +332,28 @@ fn a_stdio_cancel_notification_kills_the_command() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// Peak resident memory of `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ten_megabytes_on_each_stream_are_cut_and_memory_stays_flat() {
+    let p = Project::new();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let flood = "head -c 10000000 /dev/zero | tr '\\0' a & yes é | tr -d '\\n' | head -c 10000000 >&2; wait";
+    let v = ok(&client, "bash", json!({"command": flood})).await;
+    assert_eq!(v["output_truncated"], true);
+    assert_eq!(v["stdout"].as_str().unwrap().chars().count(), 16_000);
+    let stderr = v["stderr"].as_str().unwrap();
+    assert_eq!(stderr.chars().count(), 16_000, "never a split character");
+    assert!(stderr.chars().all(|c| c == 'é'));
+    // Twenty megabytes went through the server; it kept a few kilobytes.
+    let peak = peak_rss_kib(server.pid());
+    assert!(peak < 64 * 1024, "server peak RSS {peak} KiB");
+    client.cancel().await.unwrap();
+}

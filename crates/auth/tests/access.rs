@@ -276,7 +276,7 @@ async fn a_flood_of_unknown_kids_costs_one_fetch() {
     assert_eq!(results.len(), 200);
     assert!(results.iter().all(|r| *r == Err(AccessError::UnknownKeyId)));
     let fetches = server.fetches();
-    println!("JWKS fetches for 200 concurrent unknown kids: {fetches}");
+    eprintln!("JWKS fetches for 200 concurrent unknown kids: {fetches}");
     assert!((1..=2).contains(&fetches), "{fetches} fetches");
     // The real key still works, from the cache.
     assert!(verifier.verify(&sign(KEY_A, "kid-a", &claims())).await.is_ok());

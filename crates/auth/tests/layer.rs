@@ -33,7 +33,10 @@ fn app(auth: Auth) -> Router {
     Router::new().route("/mcp", post(who)).route_layer(auth)
 }
 
-async fn call(app: &Router, headers: &[(&str, &str)]) -> (StatusCode, String, bool) {
+/// Request headers as (name, value) pairs.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
+async fn call(app: &Router, headers: Headers<'_>) -> (StatusCode, String, bool) {
     let mut request = Request::post("/mcp");
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -106,7 +109,7 @@ async fn both_configured_either_admits() {
     let right = format!("Bearer {TOKEN}");
     let token = sign(KEY_A, "kid-a", &claims());
     let access_email = format!("access:{EMAIL}");
-    let cases: [(&[(&str, &str)], Option<&str>); 7] = [
+    let cases: [(Headers<'_>, Option<&str>); 7] = [
         (&[("authorization", &right)], Some("token")),
         (&[("cf-access-jwt-assertion", &token)], Some(&access_email)),
         // Both valid: the token wins (it is checked first, without I/O).

@@ -150,6 +150,7 @@ pub struct AccessConfig {
     audiences: Vec<String>,
     certs_url: Url,
     min_refresh_interval: Duration,
+    keys_max_age: Duration,
 }
 
 impl AccessConfig {
@@ -180,7 +181,13 @@ impl AccessConfig {
         }
         let certs_url = Url::parse(&format!("{issuer}/cdn-cgi/access/certs"))
             .map_err(|e| format!("cannot form the certs URL: {e}"))?;
-        Ok(Self { issuer, audiences, certs_url, min_refresh_interval: MIN_REFRESH_INTERVAL })
+        Ok(Self {
+            issuer,
+            audiences,
+            certs_url,
+            min_refresh_interval: MIN_REFRESH_INTERVAL,
+            keys_max_age: KEYS_MAX_AGE,
+        })
     }
 
     /// Fetches the keys from `url` instead of the team's certs endpoint: for
@@ -210,6 +217,14 @@ impl AccessConfig {
     #[must_use]
     pub fn with_min_refresh_interval(mut self, interval: Duration) -> Self {
         self.min_refresh_interval = interval;
+        self
+    }
+
+    /// Age after which cached keys are refetched by the next request that
+    /// can do so without waiting ([`KEYS_MAX_AGE`] unless changed).
+    #[must_use]
+    pub fn with_keys_max_age(mut self, age: Duration) -> Self {
+        self.keys_max_age = age;
         self
     }
 
@@ -430,7 +445,8 @@ impl AccessJwt {
     async fn key_for(&self, kid: &str) -> Result<Arc<DecodingKey>, AccessError> {
         let keys = self.snapshot();
         if let Some(key) = keys.by_kid.get(kid) {
-            let stale = keys.fetched_at.is_some_and(|t| t.elapsed() >= KEYS_MAX_AGE);
+            let max_age = self.inner.config.keys_max_age;
+            let stale = keys.fetched_at.is_some_and(|t| t.elapsed() >= max_age);
             if !stale {
                 return Ok(Arc::clone(key));
             }

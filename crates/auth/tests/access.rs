@@ -336,3 +336,29 @@ async fn unusable_jwks_entries_are_skipped() {
     }
     assert!(verifier.verify(&sign(KEY_A, "kid-a", &claims())).await.is_ok());
 }
+
+#[tokio::test]
+async fn stale_keys_are_refetched_and_withdrawn_keys_stop_working() {
+    let server = server_with_a().await;
+    let config = serverfs_auth::AccessConfig::new(TEAM, &[AUD])
+        .unwrap()
+        .with_certs_url(&server.url)
+        .unwrap()
+        .with_min_refresh_interval(Duration::ZERO)
+        .with_keys_max_age(Duration::ZERO); // every cached key is stale at once
+    let verifier = AccessJwt::new(config).unwrap();
+    let token = sign(KEY_A, "kid-a", &claims());
+    assert!(verifier.verify(&token).await.is_ok());
+    assert_eq!(server.fetches(), 1);
+    assert!(verifier.verify(&token).await.is_ok());
+    assert_eq!(server.fetches(), 2, "a stale key set is refetched");
+    // If the refetch fails, the stale keys stay in use.
+    server.set_status(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(verifier.verify(&token).await.is_ok());
+    assert_eq!(server.fetches(), 3);
+    // Once Cloudflare withdraws key A, the next refetch drops it.
+    server.set_status(StatusCode::OK);
+    server.rotate(jwks(vec![jwk(KEY_B, "kid-b")]));
+    assert_eq!(verifier.verify(&token).await, Err(AccessError::UnknownKeyId));
+    assert!(verifier.verify(&sign(KEY_B, "kid-b", &claims())).await.is_ok());
+}

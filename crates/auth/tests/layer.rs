@@ -133,6 +133,61 @@ async fn both_configured_either_admits() {
     }
 }
 
+/// Log lines written while `f` runs on this thread.
+async fn logs_of<F: std::future::Future<Output = ()>>(f: F) -> String {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    f.await;
+    drop(guard);
+    String::from_utf8(sink.0.lock().unwrap().clone()).unwrap()
+}
+
+#[tokio::test]
+async fn refusals_are_logged_at_info_with_the_reason_never_the_token() {
+    let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
+    let auth =
+        Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+    let app = app(auth);
+    let expired = sign(KEY_A, "kid-a", &{
+        let mut c = claims();
+        c["exp"] = serde_json::json!(now() - 120);
+        c
+    });
+    let wrong_bearer = "Bearer not-the-token-but-secret-looking";
+    let logs = logs_of(async {
+        let headers: Headers<'_> =
+            &[("authorization", wrong_bearer), ("cf-access-jwt-assertion", &expired)];
+        assert_refused(call(&app, headers).await, "wrong bearer, expired Access token");
+    })
+    .await;
+    assert!(logs.contains("\"level\":\"INFO\""), "{logs}");
+    assert!(logs.contains("auth_refused"), "{logs}");
+    assert!(logs.contains("invalid bearer credentials"), "{logs}");
+    assert!(logs.contains("Access token expired"), "{logs}");
+    assert!(!logs.contains("not-the-token"), "bearer value logged: {logs}");
+    for part in expired.split('.') {
+        assert!(!logs.contains(part), "Access token logged: {logs}");
+    }
+    assert!(!logs.contains(EMAIL), "unverified claim logged: {logs}");
+}
+
 /// A request body that records whether anyone polled it.
 struct Watched {
     polled: Arc<AtomicBool>,

@@ -256,3 +256,74 @@ async fn in_front_of_the_mcp_router_no_body_is_read_for_a_stranger() {
     assert!(polled, "admitted request's body was read");
     assert_ne!(status, StatusCode::UNAUTHORIZED);
 }
+
+/// An MCP server whose only answer names the principal it was called as,
+/// read the way serverfs-dev's handlers read it: rmcp hands the HTTP
+/// request parts to the handler, and the layer's `Principal` is among their
+/// extensions.
+#[derive(Clone)]
+struct WhoAmI;
+
+impl rmcp::ServerHandler for WhoAmI {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder().enable_tools().build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let who = match context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+        {
+            Some(Principal::Token) => "token".to_owned(),
+            Some(Principal::Access { email }) => format!("access:{email}"),
+            None => "nobody".to_owned(),
+        };
+        let schema: rmcp::model::JsonObject =
+            serde_json::from_value(serde_json::json!({"type": "object"})).unwrap();
+        let tool = rmcp::model::Tool::new(who, "who called", Arc::new(schema));
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![tool]))
+    }
+}
+
+#[tokio::test]
+async fn the_principal_reaches_the_mcp_handler() {
+    let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
+    let options = McpOptions {
+        allowed_hosts: vec!["localhost".into()],
+        extra_origins: vec![],
+        max_body_bytes: 64 * 1024,
+        body_timeout: Duration::from_secs(10),
+    };
+    let shutdown = CancellationToken::new();
+    let auth =
+        Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+    let app = mcp_router(|| WhoAmI, &options, &shutdown).route_layer(auth);
+    let list_tools = |name: &'static str, value: String| {
+        let app = app.clone();
+        async move {
+            let request = Request::post("/mcp")
+                .header("host", "localhost")
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .header("mcp-protocol-version", "2025-06-18")
+                .header(name, value)
+                .body(Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#))
+                .unwrap();
+            let response = app.oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            reply["result"]["tools"][0]["name"].as_str().unwrap().to_owned()
+        }
+    };
+    assert_eq!(list_tools("authorization", format!("Bearer {TOKEN}")).await, "token");
+    let token = sign(KEY_A, "kid-a", &claims());
+    assert_eq!(list_tools("cf-access-jwt-assertion", token).await, format!("access:{EMAIL}"));
+}

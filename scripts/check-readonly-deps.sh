@@ -66,6 +66,16 @@ else
   diff <(echo "$expected") <(echo "$local_names") | sed -n 's/^< /  missing: /p; s/^> /  unexpected: /p' || true
 fi
 
+# Positive control: the same query on serverfs-dev must find the writer,
+# so an empty or broken query cannot pass check 1 by accident.
+dev_locals=$(cargo tree --locked -p serverfs-dev --target all --prefix none -e no-dev --format '{p}' |
+  grep -E '^[^ ]+ v[^ ]+ \(/' | cut -d' ' -f1 | sort -u)
+if grep -qx serverfs-write <<<"$dev_locals"; then
+  echo "ok: positive control: the same query finds serverfs-write in serverfs-dev's graph"
+else
+  bad "positive control failed: serverfs-write not found in serverfs-dev's graph"
+fi
+
 # A bare `cargo build --release` must build serverfs-mcp alone (root
 # Cargo.toml, default-members): building it beside another binary unifies
 # their features.

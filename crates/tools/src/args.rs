@@ -120,8 +120,9 @@ fn invalid(argument: &str, expected: &str) -> FsError {
 }
 
 /// Whether `value` is what `property` allows (the keywords input schemas
-/// use: `type`, `minimum`, `maximum`, `minLength`, `maxLength`; a schema
-/// test keeps them to these). An integral float is rewritten as an integer.
+/// use: `type`, `enum` of strings, `minimum`, `maximum`, `minLength`,
+/// `maxLength`; a schema test keeps them to these). An integral float is
+/// rewritten as an integer.
 fn accepts(property: &Map<String, Value>, value: &mut Value) -> bool {
     let length = |key: &str| property.get(key).and_then(Value::as_u64);
     match property.get("type").and_then(Value::as_str) {
@@ -129,6 +130,10 @@ fn accepts(property: &Map<String, Value>, value: &mut Value) -> bool {
             let chars = s.chars().count() as u64;
             length("minLength").is_none_or(|min| chars >= min)
                 && length("maxLength").is_none_or(|max| chars <= max)
+                && property
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .is_none_or(|names| names.iter().any(|n| n.as_str() == Some(s)))
         }),
         Some("boolean") => value.is_boolean(),
         Some("integer") => {
@@ -174,6 +179,11 @@ fn expected(property: &Map<String, Value>) -> String {
             }
         }
         Some("boolean") => "true or false".to_owned(),
+        Some("string") if property.contains_key("enum") => {
+            let names = property.get("enum").and_then(Value::as_array).into_iter().flatten();
+            let names: Vec<&str> = names.filter_map(Value::as_str).collect();
+            format!("one of {}", names.join(", "))
+        }
         Some("string") => match (get("minLength"), get("maxLength")) {
             (Some(min), Some(max)) => format!("a string of {min} to {max} characters"),
             _ => "a string".to_owned(),

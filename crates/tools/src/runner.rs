@@ -275,13 +275,20 @@ pub struct CallLog {
 }
 
 impl CallLog {
-    /// Logs a call refused before it could run (for its arguments).
     /// Logs a call refused before it ran (bad arguments).
     pub fn refused(self, error: FsError) {
         self.write::<Refused>(&Err(error), Instant::now(), false);
     }
 
-    fn write<T: Reported>(&self, outcome: &Result<T, FsError>, started: Instant, cancelled: bool) {
+    /// Logs a call that ran outside [`Runner::run`] (serverfs-dev's
+    /// commands): its outcome, its duration since `started`, whether its
+    /// client cancelled.
+    pub fn write<T: Reported>(
+        &self,
+        outcome: &Result<T, FsError>,
+        started: Instant,
+        cancelled: bool,
+    ) {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let path = self.path.as_deref().map(|p| p.chars().take(512).collect::<String>());
         let error = outcome.as_ref().err();

@@ -1,0 +1,96 @@
+/*!
+Command execution for serverfs-dev: the `bash` tool, shell sessions and the
+command policy. Never a dependency of the read-only serverfs-mcp.
+
+Every command runs under a small per-command supervisor process (the
+server's own binary under a hidden subcommand that calls
+[`supervise_main`]): a child subreaper that starts `bash` in its own process
+group and, when `bash` ends, when it is told to (its control channel closes)
+or when the server dies, kills the group and every descendant re-parented to
+it, until it has no child left. Nothing the command starts survives it —
+background jobs, `setsid`, double forks and `nohup` included.
+
+- [`run`] runs one `bash --noprofile --norc -c COMMAND` with a timeout and
+  a cancellation token, both streams capped at 16,000 characters each.
+- [`Limiter`] caps concurrent commands with a bounded queue.
+- [`Sessions`] keeps long-lived shells, owned by the client that opened
+  them, read at absolute byte offsets.
+- [`Policy`] is the `--allow`/`--deny` check; see its module docs for what
+  it cannot promise.
+- [`harden_server_process`] makes the server's `/proc` entries unreadable to
+  the commands it runs (same user).
+
+# Wiring into serverfs-dev
+
+```text
+fn main() -> ExitCode {
+    // Before anything else (before tokio, before parsing secrets):
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == "__supervise") {
+        return serverfs_exec::supervise_main(args);   // never returns to the server code
+    }
+    serverfs_exec::harden_server_process()?;           // PR_SET_DUMPABLE 0
+    serverfs_exec::adopt_orphans()?;                   // only if every child is a supervisor
+    let sup = Supervisor::new(std::env::current_exe()?, ["__supervise"]);
+    ...
+}
+```
+
+- bash tool: `Policy::check(command)`, then `limiter.acquire().await?`, then
+  [`run`] with `cwd = /proc/self/fd/N` of the directory the resolver opened
+  (keep that `OwnedFd` alive until `run` returns) and the request's
+  cancellation token (MCP `notifications/cancelled`, client disconnect).
+- shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
+  stdio transport and the `Mcp-Session-Id` for HTTP
+  ([`Sessions::close_owner`] when that MCP session is deleted or expires). `Policy::check_input` on every
+  `shell_write`.
+- At shutdown: [`Sessions::close_all`]; a killed server needs nothing: each
+  supervisor sees its control channel close and kills its tree.
+
+# What is guaranteed, and what is not
+
+When [`run`] returns, and when [`Sessions::close`] returns, every process
+that descends from the command has been SIGKILLed and reaped by its
+supervisor, whatever its process group or session. Not covered: a process
+that is not a descendant (a job handed to a daemon that was already running:
+`systemd-run`, `at`, `docker run -d`, an ssh to elsewhere), and a descendant
+the supervisor may not signal (one that gained another user's identity
+through `sudo` or a set-user-ID program, when the server is not root). A command
+running as the server's user can SIGKILL its own supervisor (`kill -9
+$PPID`): with [`adopt_orphans`] (the server a subreaper too) the tree is then
+re-parented to the server, which kills and reaps it; without it, the tree
+escapes to init. Such a command can as well kill the server itself; closing
+that needs a boundary the kernel enforces (a separate user, or a delegated
+cgroup and `cgroup.kill`), not more code in this process.
+*/
+#![deny(missing_docs)]
+
+mod capped;
+mod limit;
+mod policy;
+mod run;
+mod session;
+mod spawn;
+mod status;
+mod supervisor;
+
+pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
+pub use policy::Policy;
+pub use run::{
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
+    Outcome, Progress, ProgressFn, check_timeout, run,
+};
+pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
+pub use spawn::{ChildEnv, adopt_orphans};
+pub use status::signal_name;
+pub use supervisor::{Supervisor, supervise_main};
+
+/// Marks the server process non-dumpable (`PR_SET_DUMPABLE` 0): its
+/// `/proc/<pid>/environ`, `mem`, `fd/`… become root-owned and unreadable
+/// to other processes of the same user — the commands it runs — and it
+/// cannot be ptraced by them. Call it first thing in `main` of serverfs-dev
+/// (children are dumpable again after their `execve`).
+pub fn harden_server_process() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
+}

@@ -1,0 +1,210 @@
+//! The server's side of a supervisor: starting one, and stopping one
+//! without ever killing it before it has killed its tree.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rustix::process::{
+    Pid, Signal, WaitOptions, getpid, kill_process, set_child_subreaper, waitpid,
+};
+use serverfs_core::error::{ErrorCode, FsError};
+use tokio::process::Child;
+
+use crate::supervisor::{ENV_KEYS, Supervisor, parent_of};
+
+/// How long a supervisor gets to kill its tree and exit after its control
+/// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The environment of a command: `PATH`, `HOME`, `LANG` and `TMPDIR`, and
+/// nothing else (the server's own variables, its secrets included, are
+/// never passed on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChildEnv {
+    /// `PATH`; also where `bash` itself is looked up.
+    pub path: Option<OsString>,
+    /// `HOME`.
+    pub home: Option<OsString>,
+    /// `LANG`.
+    pub lang: Option<OsString>,
+    /// `TMPDIR`.
+    pub tmpdir: Option<OsString>,
+}
+
+impl ChildEnv {
+    /// The four variables copied from the server's own environment (unset
+    /// ones stay unset; `PATH` falls back to a standard one).
+    pub fn from_server() -> Self {
+        Self {
+            path: Some(
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+            ),
+            home: std::env::var_os("HOME"),
+            lang: std::env::var_os("LANG"),
+            tmpdir: std::env::var_os("TMPDIR"),
+        }
+    }
+
+    fn values(&self) -> [Option<&OsString>; 4] {
+        [self.path.as_ref(), self.home.as_ref(), self.lang.as_ref(), self.tmpdir.as_ref()]
+    }
+
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
+        cmd.env_clear();
+        for (key, value) in ENV_KEYS.iter().zip(self.values()) {
+            if let Some(value) = value {
+                cmd.env(key, value);
+            }
+        }
+    }
+}
+
+/// Pids of our supervisors that tokio has not reaped yet.
+static SUPERVISORS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// [`adopt_orphans`] was called.
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+
+fn supervisors() -> MutexGuard<'static, BTreeSet<i32>> {
+    SUPERVISORS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Forgets a supervisor once it has been reaped.
+pub(crate) fn reaped(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        supervisors().remove(&(pid as i32));
+    }
+}
+
+/// Makes the server a child subreaper too, so that if a supervisor dies
+/// before its tree (a command can `kill -9 $PPID`: same user), the tree is
+/// re-parented to the server instead of init, and the server kills and
+/// reaps it (see the crate docs).
+///
+/// Only for a server whose every child process is a supervisor started by
+/// this crate: when a supervisor dies without reporting, every other child
+/// of the server is taken for an orphan and SIGKILLed.
+pub fn adopt_orphans() -> std::io::Result<()> {
+    set_child_subreaper(Some(getpid())).map_err(std::io::Error::from)?;
+    ADOPTING.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// After a supervisor died without a status line: SIGKILL every child of
+/// the server that is not a live supervisor, reap it, and repeat while
+/// their own children keep being re-parented to us (bounded).
+pub(crate) async fn sweep_orphans() {
+    if !ADOPTING.load(Ordering::Acquire) {
+        return;
+    }
+    let me = getpid().as_raw_pid();
+    for _ in 0..2000 {
+        let found: Vec<Pid> = {
+            let live = supervisors();
+            let mut found = Vec::new();
+            if let Ok(dir) = std::fs::read_dir("/proc") {
+                for entry in dir.flatten() {
+                    let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+                    else {
+                        continue;
+                    };
+                    if raw != me
+                        && !live.contains(&raw)
+                        && parent_of(raw) == Some(me)
+                        && let Some(pid) = Pid::from_raw(raw)
+                    {
+                        let _ = kill_process(pid, Signal::KILL);
+                        found.push(pid);
+                    }
+                }
+            }
+            found
+        };
+        if found.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        for pid in found {
+            // A specific pid: never steals the status of tokio's children.
+            let _ = waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// A started supervisor and the server's end of its control channel.
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) control: tokio::net::UnixStream,
+}
+
+pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> FsError {
+    FsError::new(ErrorCode::InternalError, format!("{what}.")).with_detail(e.to_string())
+}
+
+/// Starts the supervisor in `mode` with `cwd` (resolved in the child before
+/// exec, so `/proc/self/fd/N` names the server's open directory N) and the
+/// given output pipes.
+pub(crate) fn spawn(
+    supervisor: &Supervisor,
+    mode: &[&OsStr],
+    cwd: &Path,
+    env: &ChildEnv,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<Spawned, FsError> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| internal("Could not create the control channel", e))?;
+    ours.set_nonblocking(true).map_err(|e| internal("Could not create the control channel", e))?;
+    let mut cmd = supervisor.command(mode);
+    cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(stdout)
+        .stderr(stderr)
+        .current_dir(cwd)
+        .kill_on_drop(false);
+    env.apply(&mut cmd);
+    let child = {
+        // Registered under the same lock the orphan sweep scans under, so
+        // the sweep never mistakes a new supervisor for an orphan.
+        let mut live = supervisors();
+        let child = cmd.spawn().map_err(|e| internal("Could not start the command", e))?;
+        if let Some(id) = child.id() {
+            live.insert(id as i32);
+        }
+        child
+    };
+    // `cmd` still holds the supervisor's end: drop it now, or the
+    // supervisor would never see end of file.
+    drop(cmd);
+    let control = tokio::net::UnixStream::from_std(ours)
+        .map_err(|e| internal("Could not create the control channel", e))?;
+    Ok(Spawned { child, control })
+}
+
+/// SIGTERM to a supervisor that has not been reaped yet (once reaped, its
+/// pid is unknown to tokio, so a reused pid is never signalled).
+pub(crate) fn terminate(child: &Child) {
+    if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
+        let _ = kill_process(pid, Signal::TERM);
+    }
+}
+
+/// Waits for a supervisor whose control channel is already closed: it
+/// kills its tree and exits by itself. Only if it does not, SIGTERM (which
+/// it also handles by killing its tree), and only as a last resort SIGKILL.
+pub(crate) async fn wait_stopped(child: &mut Child) {
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+        return;
+    }
+    terminate(child);
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+        return;
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+}

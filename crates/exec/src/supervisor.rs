@@ -1,0 +1,341 @@
+//! The per-command supervisor: a tiny process between the server and
+//! `bash` that makes sure no descendant of the command outlives it.
+//!
+//! The server starts the supervisor (the server's own binary under a hidden
+//! subcommand, see [`Supervisor`]) with:
+//!
+//! - fd 0: one end of a Unix socket pair, the *control channel*. The server
+//!   writes shell input on it (session mode only) and closes it to ask for
+//!   the end; the supervisor answers with one status line (`exit N`,
+//!   `signal N` or `error …`) just before it exits.
+//! - fds 1 and 2: the command's output pipes, handed on to `bash`.
+//! - the working directory and the minimal environment of the command.
+//!
+//! The supervisor marks itself a child subreaper, starts
+//! `bash --noprofile --norc [-c COMMAND]` in a process group of its own and
+//! waits. When `bash` ends, when the control channel reaches end of file
+//! (the server asked, or died), or on SIGTERM/SIGINT/SIGHUP, it kills
+//! bash's process group and then, until it has no child left, SIGKILLs every
+//! process whose parent it is and reaps them. Every descendant that escapes
+//! the group (`setsid`, double forks, `nohup`) is re-parented to the
+//! supervisor when its parent dies, so the loop reaches it.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustix::io::Errno;
+use rustix::process::{
+    Pid, Signal, WaitId, WaitIdOptions, WaitOptions, getpid, kill_process, kill_process_group,
+    set_child_subreaper, wait, waitid,
+};
+
+/// The environment variables a command may see; everything else is
+/// cleared.
+pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// How the server starts a supervisor: a program and the arguments that
+/// select the hidden subcommand.
+///
+/// serverfs-dev uses `Supervisor::new(std::env::current_exe()?,
+/// ["__supervise"])` and calls [`supervise_main`] when it sees that
+/// subcommand.
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    program: PathBuf,
+    prefix: Vec<OsString>,
+}
+
+impl Supervisor {
+    /// `program` followed by `prefix` must end up in [`supervise_main`]
+    /// with the remaining arguments.
+    pub fn new<I, S>(program: impl Into<PathBuf>, prefix: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self { program: program.into(), prefix: prefix.into_iter().map(Into::into).collect() }
+    }
+
+    /// A command line for the supervisor in `mode`; stdio, cwd and env are
+    /// set by the caller.
+    pub(crate) fn command(&self, mode: &[&OsStr]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.prefix).args(mode);
+        cmd
+    }
+}
+
+/// What the supervisor is asked to run.
+enum Mode {
+    /// `bash --noprofile --norc -c COMMAND`, stdin `/dev/null`.
+    Run(OsString),
+    /// `bash --noprofile --norc` reading the control channel's bytes.
+    Session,
+}
+
+/// The supervisor's entry point. `args` are the arguments after the hidden
+/// subcommand: `run COMMAND` or `session`.
+///
+/// It never writes to stdout or stderr (they belong to the command); its
+/// result goes to the server on the control channel. The exit code is 0
+/// when a status line was sent, 2 on a usage error, 1 otherwise.
+pub fn supervise_main<I>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let mut args = args.into_iter();
+    let mode = match (args.next(), args.next(), args.next()) {
+        (Some(m), Some(command), None) if m == "run" => Mode::Run(command),
+        (Some(m), None, None) if m == "session" => Mode::Session,
+        _ => return ExitCode::from(2),
+    };
+    // Our own copy of the control channel (close-on-exec, so bash never
+    // sees it; bash's fd 0 is /dev/null or a pipe).
+    let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return ExitCode::FAILURE;
+    };
+    match supervise(mode, control) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(()) => ExitCode::FAILURE,
+    }
+}
+
+/// State shared by the waiting thread and the threads that may ask for the
+/// kill.
+#[derive(Default)]
+struct Target {
+    /// bash, once started.
+    pid: Option<Pid>,
+    /// bash has been (or is about to be) reaped: its pid, and so its group
+    /// id, may be reused; never signal it again.
+    reaped: bool,
+    /// The kill was asked for (possibly before bash started).
+    kill_requested: bool,
+}
+
+type Shared = Arc<Mutex<Target>>;
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Target> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Asks for the end: kills bash's group now if bash runs; the waiting thread
+/// does the rest.
+fn request_kill(shared: &Shared) {
+    let mut t = lock(shared);
+    t.kill_requested = true;
+    if let (Some(pid), false) = (t.pid, t.reaped) {
+        let _ = kill_process_group(pid, Signal::KILL);
+        let _ = kill_process(pid, Signal::KILL);
+    }
+}
+
+fn report(control: &mut File, line: &str) {
+    let _ = control.write_all(line.as_bytes());
+}
+
+fn supervise(mode: Mode, control: OwnedFd) -> Result<(), ()> {
+    let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
+    if set_child_subreaper(Some(getpid())).is_err() {
+        report(&mut control_w, "error subreaper\n");
+        return Err(());
+    }
+    let shared: Shared = Arc::default();
+
+    // Signals first, so a SIGTERM that arrives while bash starts is not
+    // fatal to us (that would orphan bash to init).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let Ok(runtime) = runtime else {
+        report(&mut control_w, "error runtime\n");
+        return Err(());
+    };
+    let signals = {
+        let _entered = runtime.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        )
+    };
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = signals else {
+        report(&mut control_w, "error signals\n");
+        return Err(());
+    };
+    {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            runtime.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                    _ = hup.recv() => {}
+                }
+            });
+            request_kill(&shared);
+        });
+    }
+
+    let mut bash = std::process::Command::new("bash");
+    bash.arg("--noprofile").arg("--norc");
+    match &mode {
+        Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
+        Mode::Session => bash.stdin(Stdio::piped()),
+    };
+    bash.env_clear();
+    for key in ENV_KEYS {
+        if let Some(value) = std::env::var_os(key) {
+            bash.env(key, value);
+        }
+    }
+    bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
+
+    let mut child = {
+        // Hold the lock across the spawn so a kill request either sees the
+        // pid or is seen right after.
+        let mut t = lock(&shared);
+        if t.kill_requested {
+            drop(t);
+            report(&mut control_w, "error cancelled\n");
+            return Ok(());
+        }
+        match bash.spawn() {
+            Ok(child) => {
+                t.pid = Pid::from_raw(child.id() as i32);
+                child
+            }
+            Err(_) => {
+                drop(t);
+                report(&mut control_w, "error spawn\n");
+                return Err(());
+            }
+        }
+    };
+    let Some(pid) = lock(&shared).pid else {
+        report(&mut control_w, "error pid\n");
+        return Err(());
+    };
+
+    // The control channel: shell input in session mode, and its end of
+    // file means "stop".
+    {
+        let shared = shared.clone();
+        let mut stdin = child.stdin.take();
+        let mut control_r = File::from(control);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match control_r.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if let Some(w) = stdin.as_mut()
+                            && w.write_all(&buf[..n]).is_err()
+                        {
+                            stdin = None;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            request_kill(&shared);
+        });
+    }
+
+    // Wait for bash to end without reaping it: while it is a zombie its pid
+    // (and so its process group id) cannot be reused.
+    let status = loop {
+        match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(Some(status)) => break status,
+            Ok(None) | Err(Errno::INTR) => continue,
+            Err(_) => {
+                report(&mut control_w, "error wait\n");
+                break_all(&shared, pid);
+                return Err(());
+            }
+        }
+    };
+    let line = if let Some(code) = status.exit_status() {
+        format!("exit {code}\n")
+    } else if let Some(sig) = status.terminating_signal() {
+        format!("signal {sig}\n")
+    } else {
+        "error status\n".to_owned()
+    };
+    break_all(&shared, pid);
+    drop(child);
+    report(&mut control_w, &line);
+    Ok(())
+}
+
+/// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps
+/// every child of ours until none is left.
+fn break_all(shared: &Shared, pid: Pid) {
+    {
+        let mut t = lock(shared);
+        if !t.reaped {
+            let _ = kill_process_group(pid, Signal::KILL);
+            let _ = kill_process(pid, Signal::KILL);
+            t.reaped = true;
+        }
+    }
+    let me = getpid();
+    loop {
+        kill_children(me);
+        // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
+        // waitpid(0), children of our own process group only — bash and
+        // everything it starts are in other groups.)
+        // ECHILD: no child left, alive or zombie. Anything else (a reaped
+        // child, EINTR): scan again.
+        if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
+            break;
+        }
+    }
+}
+
+/// SIGKILLs every process whose parent is `me` (found in `/proc/*/stat`).
+/// A child cannot be reaped by anyone but us, so its pid cannot be reused
+/// between the scan and the kill.
+fn kill_children(me: Pid) {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(raw) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = Pid::from_raw(raw) else { continue };
+        if pid == me {
+            continue;
+        }
+        if parent_of(raw) == Some(me.as_raw_pid()) {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+}
+
+/// The parent pid from `/proc/PID/stat` (the field after the state, after
+/// the last `)` since the command name may hold anything).
+pub(crate) fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let _state = fields.next()?;
+    fields.next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_of_self_is_our_parent() {
+        let me = std::process::id() as i32;
+        let parent = rustix::process::getppid().map(|p| p.as_raw_pid());
+        assert_eq!(parent_of(me), parent);
+    }
+}

@@ -1,0 +1,4 @@
+if a:
+    pass
+if b:
+        pass

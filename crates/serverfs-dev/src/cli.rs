@@ -1,0 +1,244 @@
+//! Command line and environment: every setting is a `--flag` with an
+//! environment-variable fallback; the flag wins. The settings shared with
+//! serverfs-mcp (read limits, admission, HTTP hardening, the token) come
+//! from `serverfs-settings` and mean the same thing here.
+//!
+//! Guarantees: the configuration is parsed and checked once, before
+//! anything is served; a bad value is one line naming the setting and exit
+//! 2. serverfs-dev never listens beyond loopback without authentication,
+//! and its state directory (the patch journal) is never inside the root.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use serverfs_core::Policy;
+use serverfs_settings::{HttpSettings, ReadSettings};
+use serverfs_tools::{Concurrency, Limits};
+use serverfs_transport::HttpConfig;
+
+/// Host names `/mcp` answers to unless configured.
+const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
+
+/// Largest file read_file, write_file and apply_patch work on by default
+/// (SPEC §3: 256 KiB).
+pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 262_144;
+
+/// Paths no file tool of serverfs-dev serves, beside the built-in
+/// credential rules: `.git` internals at any depth (use `git` through a
+/// command), and the writer's temporaries and backups, which exist only
+/// while a write is in flight.
+const WORKING_TREE_DENY_GLOBS: &[&str] = &[".git/**", ".serverfs-tmp-*", ".serverfs-bak-*"];
+
+/// ServerFS dev: an MCP server that lets a coding agent read, patch and
+/// write files in one project root.
+#[derive(Debug, Parser)]
+#[command(name = "serverfs-dev", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// The project root every path is relative to.
+    #[arg(long, env = "SERVERFS_ROOT", value_name = "DIR")]
+    pub(crate) root: PathBuf,
+
+    /// HTTP listen address (endpoint /mcp). Loopback only unless a token is configured.
+    #[arg(long, env = "SERVERFS_LISTEN", default_value = "127.0.0.1:8790")]
+    pub(crate) listen: SocketAddr,
+
+    /// Serve one client on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub(crate) stdio: bool,
+
+    /// Where the patch journal lives (never inside the root). Default:
+    /// $XDG_STATE_HOME/serverfs-dev, else ~/.local/state/serverfs-dev.
+    #[arg(long, env = "SERVERFS_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+
+    /// TRACE, DEBUG, INFO, WARN or ERROR.
+    #[arg(long, env = "SERVERFS_LOG_LEVEL", default_value = "INFO")]
+    pub(crate) log_level: String,
+
+    /// Largest file read_file reads and write_file/apply_patch write or replace, in bytes.
+    #[arg(long, env = "SERVERFS_MAX_FILE_BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
+    max_file_bytes: u64,
+
+    /// Programs bash and shell sessions may run, comma-separated; when set,
+    /// nothing else runs and shell metacharacters are refused.
+    #[arg(
+        long = "allow",
+        env = "SERVERFS_ALLOW_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    allow_commands: Option<Vec<String>>,
+
+    /// Programs bash and shell sessions may never run, in any segment, comma-separated.
+    #[arg(
+        long = "deny",
+        env = "SERVERFS_DENY_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    deny_commands: Vec<String>,
+
+    /// bash calls that may run at once; more wait (bounded), then get SERVER_BUSY.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = serverfs_exec::DEFAULT_RUNNING)]
+    max_concurrent_commands: usize,
+
+    #[command(flatten)]
+    read: ReadSettings,
+
+    #[command(flatten)]
+    http: HttpSettings,
+}
+
+/// Everything the server needs, validated.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) root: PathBuf,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) policy: Policy,
+    pub(crate) limits: Limits,
+    pub(crate) max_file_bytes: u64,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) command_policy: serverfs_exec::Policy,
+    pub(crate) max_concurrent_commands: usize,
+    pub(crate) http: HttpConfig,
+}
+
+impl Cli {
+    /// Parses flags and environment; a bad value is one line and exit 2.
+    pub(crate) fn parse_or_exit() -> Self {
+        serverfs_settings::parse_or_exit("serverfs-dev")
+    }
+
+    /// Validates every setting; `env` looks up environment variables.
+    pub(crate) fn config(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
+        let limits = self.read.limits()?;
+        let concurrency = self.read.concurrency()?;
+        let mut globs: Vec<String> =
+            WORKING_TREE_DENY_GLOBS.iter().map(|g| (*g).to_owned()).collect();
+        globs.extend(self.read.extra_deny_globs());
+        let policy =
+            Policy::new(true, &globs).map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
+        if self.max_file_bytes == 0 {
+            return Err("SERVERFS_MAX_FILE_BYTES must be at least 1".to_owned());
+        }
+        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
+        if !self.stdio && !self.listen.ip().is_loopback() && http.auth.is_none() {
+            return Err(format!(
+                "SERVERFS_LISTEN (--listen) {} is not a loopback address and no authentication \
+                 is configured; set SERVERFS_TOKEN or SERVERFS_TOKEN_FILE, or listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        let state_dir = match &self.state_dir {
+            Some(dir) => dir.clone(),
+            None => default_state_dir(env).ok_or(
+                "SERVERFS_STATE_DIR (--state-dir) is not set and neither XDG_STATE_HOME nor HOME is",
+            )?,
+        };
+        if !state_dir.is_absolute() {
+            return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
+        }
+        if !(1..=64).contains(&self.max_concurrent_commands) {
+            return Err("SERVERFS_MAX_CONCURRENT_COMMANDS must be between 1 and 64".to_owned());
+        }
+        let names = |list: &[String]| -> Vec<String> {
+            list.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect()
+        };
+        let command_policy = serverfs_exec::Policy {
+            allow: self.allow_commands.as_deref().map(names),
+            deny: names(&self.deny_commands),
+        };
+        Ok(Config {
+            root: self.root.clone(),
+            state_dir,
+            policy,
+            limits,
+            max_file_bytes: self.max_file_bytes,
+            concurrency,
+            command_policy,
+            max_concurrent_commands: self.max_concurrent_commands,
+            http,
+        })
+    }
+}
+
+/// `$XDG_STATE_HOME/serverfs-dev`, else `$HOME/.local/state/serverfs-dev`
+/// (relative values are ignored, as the XDG spec says).
+fn default_state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let absolute = |key: &str| env(key).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))
+        .map(|base| base.join("serverfs-dev"))
+}
+
+/// Creates the state directory (mode 0700) if it is missing — after
+/// checking that it is not inside the root, so that a refused configuration
+/// leaves nothing behind in the project. (The writer checks again, by
+/// device and inode, on the directory it opens.)
+pub(crate) fn prepare_state_dir(root: &Path, dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let inside = "SERVERFS_STATE_DIR (--state-dir) is inside the project root; choose a directory outside it";
+    let root = root.canonicalize().map_err(|e| format!("SERVERFS_ROOT (--root): {}", e.kind()))?;
+    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    let existing = existing.canonicalize().map_err(|e| {
+        format!("SERVERFS_STATE_DIR (--state-dir): cannot resolve it: {}", e.kind())
+    })?;
+    if existing.starts_with(&root) {
+        return Err(inside.to_owned());
+    }
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
+        format!("SERVERFS_STATE_DIR (--state-dir): cannot create the state directory: {}", e.kind())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+        let cli = Cli::try_parse_from(
+            ["serverfs-dev", "--root", "/tmp"].iter().chain(args.iter()).copied(),
+        )
+        .expect("parses");
+        let lookup = |key: &str| env.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned());
+        cli.config(&lookup)
+    }
+
+    #[test]
+    fn a_network_listen_needs_authentication() {
+        let err = config(&["--listen", "0.0.0.0:8790"], &[("HOME", "/home/u")]).unwrap_err();
+        assert!(err.contains("not a loopback address"), "{err}");
+        let token = "t".repeat(32);
+        let ok =
+            config(&["--listen", "0.0.0.0:8790"], &[("HOME", "/h"), ("SERVERFS_TOKEN", &token)]);
+        assert!(ok.is_ok());
+        assert!(config(&["--listen", "[::1]:8790"], &[("HOME", "/h")]).is_ok());
+        // stdio never listens.
+        assert!(config(&["--stdio", "--listen", "0.0.0.0:1"], &[("HOME", "/h")]).is_ok());
+    }
+
+    #[test]
+    fn the_state_dir_follows_xdg() {
+        let c = config(&[], &[("HOME", "/home/u")]).unwrap();
+        assert_eq!(c.state_dir, Path::new("/home/u/.local/state/serverfs-dev"));
+        let c = config(&[], &[("HOME", "/home/u"), ("XDG_STATE_HOME", "/s")]).unwrap();
+        assert_eq!(c.state_dir, Path::new("/s/serverfs-dev"));
+        let c = config(&[], &[("HOME", "/home/u"), ("XDG_STATE_HOME", "rel")]).unwrap();
+        assert_eq!(c.state_dir, Path::new("/home/u/.local/state/serverfs-dev"));
+        assert!(config(&[], &[]).is_err());
+        assert!(config(&["--state-dir", "rel"], &[]).is_err());
+    }
+
+    #[test]
+    fn git_internals_and_write_temporaries_are_denied_hidden_files_are_not() {
+        let c = config(&[], &[("HOME", "/h")]).unwrap();
+        let denied = |p: &str| c.policy.check(&serverfs_core::RelPath::parse(p, "t").unwrap());
+        assert!(denied(".git/config").is_some());
+        assert!(denied("sub/.git").is_some());
+        assert!(denied(".serverfs-tmp-1-0").is_some());
+        assert!(denied(".env").is_some());
+        assert!(denied(".gitignore").is_none());
+        assert!(denied(".github/workflows/ci.yml").is_none());
+    }
+}

@@ -1,0 +1,143 @@
+//! `serverfs-dev`, the server a coding agent works in: one project root,
+//! the shared read tools over it, read_file, write_file and apply_patch
+//! (atomic, crash-safe), over stdio or stateless Streamable HTTP.
+//!
+//! Start-up order is part of the contract: the configuration is checked,
+//! the root opened, and any patch a crash interrupted is settled from the
+//! journal in the state directory (wholly undone or wholly finished, and
+//! logged) before the first call is served. The binary is [`run`].
+
+mod cli;
+pub mod commands;
+mod handler;
+pub mod patching;
+pub mod project;
+
+pub use commands::Commands;
+pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
+pub use project::Project;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serverfs_core::{Root, RootOptions, SymlinkRule};
+use serverfs_tools::ReadTools;
+use serverfs_write::{Writer, WriterConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Config, prepare_state_dir};
+
+/// How the root is named in messages (`project:/src/main.rs`).
+const ROOT_NAME: &str = "project";
+
+/// The hidden subcommand under which the binary is a command's supervisor
+/// (see `serverfs-exec`).
+pub const SUPERVISE: &str = "__supervise";
+
+/// The whole program: parse, validate, recover, serve; the exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse_or_exit();
+    if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
+        return config_error(&e);
+    }
+    let env = |key: &str| std::env::var(key).ok();
+    let config = match cli.config(&env) {
+        Ok(config) => config,
+        Err(e) => return config_error(&e),
+    };
+    // Commands run as this user must not read the server's environment or
+    // memory through /proc; orphans of a killed supervisor come back to us.
+    if let Err(e) =
+        serverfs_exec::harden_server_process().and_then(|()| serverfs_exec::adopt_orphans())
+    {
+        eprintln!("serverfs-dev: cannot harden the process: {e}");
+        return ExitCode::FAILURE;
+    }
+    let supervisor = match std::env::current_exe() {
+        Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
+        Err(e) => {
+            eprintln!("serverfs-dev: cannot find its own executable: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let project = match open_project(&config) {
+        Ok(project) => Arc::new(project),
+        Err(e) => return config_error(&e),
+    };
+    let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("serverfs-dev: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stdio = cli.stdio;
+    let result = runtime.block_on(async move {
+        let policy = config.command_policy;
+        let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
+        let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Anonymous };
+        let server = DevServer::new(project, Arc::clone(&commands), owner, &config.concurrency);
+        let served = if stdio {
+            serverfs_transport::serve_stdio(server).await
+        } else {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
+            let routes = serverfs_transport::Router::new();
+            serverfs_transport::serve_mcp(move || server.clone(), config.http, routes, shutdown)
+                .await
+        };
+        commands.close_all().await;
+        served
+    });
+    // Blocking reads of a closed stdin must not hold the process open.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => {
+            tracing::info!(event = "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(event = "failed", error = %e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_error(line: &str) -> ExitCode {
+    eprintln!("serverfs-dev: config error: {line}");
+    ExitCode::from(2)
+}
+
+/// Opens the root, settles what a crash left (logged), and builds the
+/// project. Errors name the setting, never a host path beyond the one the
+/// operator gave.
+fn open_project(config: &Config) -> Result<Project, String> {
+    let options =
+        RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
+    let root =
+        Root::open(&config.root, options).map_err(|e| format!("SERVERFS_ROOT (--root): {e}"))?;
+    prepare_state_dir(&config.root, &config.state_dir)?;
+    let writer_config =
+        WriterConfig::new(&config.root, &config.state_dir).max_file_bytes(config.max_file_bytes);
+    let (writer, recovery) = Writer::open(Arc::new(root), writer_config)
+        .map_err(|e| format!("SERVERFS_STATE_DIR (--state-dir): {e}"))?;
+    for settled in &recovery.recovered {
+        tracing::warn!(
+            event = "patch_recovered",
+            txid = %settled.txid,
+            outcome = ?settled.outcome,
+            paths = ?settled.paths,
+        );
+    }
+    for journal in &recovery.foreign {
+        tracing::info!(event = "journal_of_another_root_left_alone", journal = %journal);
+    }
+    tracing::info!(
+        event = "starting",
+        recovered = recovery.recovered.len(),
+        resolver = ?writer.root().mode(),
+        max_file_bytes = config.max_file_bytes,
+    );
+    Ok(Project::new(writer, ReadTools::new(config.limits.clone()), config.max_file_bytes))
+}

@@ -1,0 +1,300 @@
+//! apply_patch: the Codex patch format applied all-or-nothing.
+//!
+//! The text is parsed (`serverfs-patch`, pure), then every operation is
+//! planned against the files as they are now — each path located in the
+//! root, each current file read once (never through a symlink, at most the
+//! file cap), each update planned bytes-in, bytes-out — and only a plan
+//! that holds for every file is handed, as one transaction, to the writer,
+//! which re-checks each target just before switching it and makes the whole
+//! patch survive a failure or a crash wholly before or wholly after. A dry
+//! run stops after the plan and writes nothing.
+
+use std::collections::HashSet;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta};
+use serverfs_patch::{Operation, PatchError, PatchLimits};
+use serverfs_tools::Reported;
+use serverfs_write::Change;
+
+use crate::project::Project;
+
+impl Project {
+    /// Plans `args.patch` and, unless it is a dry run, commits it.
+    pub fn apply_patch(
+        &self,
+        args: &ApplyPatchArgs,
+        deadline: &Deadline,
+    ) -> Result<ApplyPatchResult, FsError> {
+        let patch =
+            serverfs_patch::parse(&args.patch, &PatchLimits::default()).map_err(patch_error)?;
+        let mut changes = Vec::new();
+        let mut files = Vec::new();
+        let mut seen = HashSet::new();
+        for operation in &patch.operations {
+            deadline.check().map_err(|_| deadline.error(&"apply_patch"))?;
+            let (change, file) = self.plan(operation, &mut seen)?;
+            changes.extend(change);
+            files.push(file);
+        }
+        let applied = !args.dry_run;
+        if applied {
+            self.writer().commit(changes)?;
+        }
+        Ok(ApplyPatchResult { dry_run: args.dry_run, applied, files })
+    }
+
+    /// The writer's changes for one operation and its report.
+    fn plan(
+        &self,
+        operation: &Operation,
+        seen: &mut HashSet<String>,
+    ) -> Result<(Vec<Change>, FilePlan), FsError> {
+        let root = self.root();
+        // The parser refuses a path written twice; normalising can make two
+        // spellings one path (`a//b`, `./a/b`), refused here the same way.
+        let mut claim = |loc: &Location<'_>| {
+            let path = loc.path().as_relative();
+            if seen.insert(path.clone()) {
+                Ok(path)
+            } else {
+                Err(FsError::new(
+                    ErrorCode::PatchConflict,
+                    format!(
+                        "{path} appears more than once in the patch; give each file one operation."
+                    ),
+                ))
+            }
+        };
+        match operation {
+            Operation::Add { path, lines, .. } => {
+                let loc = root.locate(path)?;
+                let path = claim(&loc)?;
+                self.must_not_exist(&loc)?;
+                let bytes = serverfs_patch::add_file_bytes(lines);
+                self.within_cap(&path, bytes.len())?;
+                let file = FilePlan::new("add", &path).after(bytes.len());
+                Ok((vec![Change::Create { path, bytes, mode: None, create_parents: true }], file))
+            }
+            Operation::Delete { path, .. } => {
+                let loc = root.locate(path)?;
+                let path = claim(&loc)?;
+                let (bytes, _) = self.current_file(&loc)?;
+                let file = FilePlan::new("delete", &path).before(bytes.len());
+                Ok((vec![Change::Delete { path, expected: Some(bytes) }], file))
+            }
+            Operation::Update { path, move_to, hunks, .. } => {
+                let loc = root.locate(path)?;
+                let path = claim(&loc)?;
+                let (old, meta) = self.current_file(&loc)?;
+                let (new, hunks) = if hunks.is_empty() {
+                    (old.clone(), Vec::new())
+                } else {
+                    let planned =
+                        serverfs_patch::plan_update(&old, hunks, &path).map_err(patch_error)?;
+                    let hunks = planned
+                        .hunks
+                        .iter()
+                        .map(|h| HunkMatch {
+                            line: h.line as u64,
+                            pass: h.pass.as_str().to_owned(),
+                        })
+                        .collect();
+                    (planned.bytes, hunks)
+                };
+                self.within_cap(&path, new.len())?;
+                let Some(target) = move_to else {
+                    let mut file =
+                        FilePlan::new("update", &path).before(old.len()).after(new.len());
+                    file.hunks = hunks;
+                    return Ok((vec![Change::Replace { path, expected: old, bytes: new }], file));
+                };
+                let target_loc = root.locate(target)?;
+                let target = claim(&target_loc)?;
+                self.must_not_exist(&target_loc)?;
+                let mut file = FilePlan::new("move", &path).before(old.len()).after(new.len());
+                file.move_to = Some(target.clone());
+                file.hunks = hunks;
+                let changes = vec![
+                    Change::Delete { path, expected: Some(old) },
+                    Change::Create {
+                        path: target,
+                        bytes: new,
+                        mode: Some(meta.mode),
+                        create_parents: true,
+                    },
+                ];
+                Ok((changes, file))
+            }
+        }
+    }
+
+    /// The bytes and metadata of the regular file at `loc`, which must not
+    /// be a link (writes never touch one) and must be within the file cap.
+    fn current_file(&self, loc: &Location<'_>) -> Result<(Vec<u8>, Meta), FsError> {
+        let (parent, name) = self.root().open_parent(loc)?;
+        let meta = match parent.meta(&name)? {
+            None => {
+                return Err(FsError::new(
+                    ErrorCode::PathNotFound,
+                    format!("{loc} does not exist; read the directory and check the path."),
+                ));
+            }
+            Some(meta) => meta,
+        };
+        match meta.kind {
+            EntryKind::File => {}
+            EntryKind::Symlink => {
+                return Err(FsError::new(
+                    ErrorCode::SymlinkNotAllowed,
+                    format!("{loc} is a symbolic link; patches never change a link or its target."),
+                ));
+            }
+            _ => {
+                return Err(FsError::new(
+                    ErrorCode::NotAFile,
+                    format!("{loc} is not a regular file."),
+                ));
+            }
+        }
+        self.within_cap(&loc.to_string(), usize::try_from(meta.size).unwrap_or(usize::MAX))?;
+        let (file, _) = self.root().open_file(loc)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
+        let cap = self.max_file_bytes();
+        // One byte past the cap tells a file that grew since its stat.
+        std::io::Read::read_to_end(&mut std::io::Read::take(&file, cap + 1), &mut bytes).map_err(
+            |e| {
+                FsError::new(ErrorCode::InternalError, format!("{loc} could not be read."))
+                    .with_detail(e.to_string())
+            },
+        )?;
+        self.within_cap(&loc.to_string(), bytes.len())?;
+        Ok((bytes, meta))
+    }
+
+    fn must_not_exist(&self, loc: &Location<'_>) -> Result<(), FsError> {
+        // A missing parent is fine (Add creates it); anything at the path,
+        // a dangling link included, is not.
+        let exists = match self.root().open_parent(loc) {
+            Ok((parent, name)) => parent.meta(&name)?.is_some(),
+            Err(e) if e.code() == ErrorCode::PathNotFound => false,
+            Err(e) => return Err(e),
+        };
+        if exists {
+            return Err(FsError::new(
+                ErrorCode::AlreadyExists,
+                format!("{loc} already exists; use *** Update File to change it."),
+            ));
+        }
+        Ok(())
+    }
+
+    fn within_cap(&self, shown: &str, len: usize) -> Result<(), FsError> {
+        let cap = self.max_file_bytes();
+        if len as u64 > cap {
+            return Err(FsError::new(
+                ErrorCode::ReadLimitExceeded,
+                format!("{shown} is larger than the {cap}-byte file limit of apply_patch."),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The core's code of the same name for each patch error (the patch
+/// crate's codes are a subset of the core's, by their wire names).
+fn patch_error(e: PatchError) -> FsError {
+    let wire = e.code().as_str();
+    let code = ErrorCode::ALL.into_iter().find(|c| c.as_str() == wire);
+    FsError::new(code.unwrap_or(ErrorCode::InternalError), e.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_patch_code_is_a_core_code() {
+        for code in serverfs_patch::PatchErrorCode::ALL {
+            let mapped = patch_error(PatchError::new(code, "m")).code();
+            assert_eq!(mapped.as_str(), code.as_str());
+        }
+    }
+}
+
+/// Arguments of apply_patch.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApplyPatchArgs {
+    /// The patch, from *** Begin Patch to *** End Patch.
+    pub patch: String,
+    /// Plan and check everything, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// Result of apply_patch.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApplyPatchResult {
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// Whether the files were changed (all of them; never some).
+    pub applied: bool,
+    /// One entry per file operation, in patch order.
+    pub files: Vec<FilePlan>,
+}
+
+impl Reported for ApplyPatchResult {}
+
+/// What the patch does to one file.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FilePlan {
+    /// add, delete, update or move.
+    pub operation: String,
+    /// The file (for a move, its old path).
+    pub path: String,
+    /// For a move, the new path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub move_to: Option<String>,
+    /// Size before, in bytes (not for add).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_before: Option<u64>,
+    /// Size after, in bytes (not for delete).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_after: Option<u64>,
+    /// For each hunk: the line of the file where it matched and the pass
+    /// that matched it (exact, trailing-whitespace, whitespace, typography).
+    pub hunks: Vec<HunkMatch>,
+}
+
+impl FilePlan {
+    fn new(operation: &str, path: &str) -> Self {
+        Self {
+            operation: operation.to_owned(),
+            path: path.to_owned(),
+            move_to: None,
+            bytes_before: None,
+            bytes_after: None,
+            hunks: Vec::new(),
+        }
+    }
+
+    fn before(mut self, len: usize) -> Self {
+        self.bytes_before = Some(len as u64);
+        self
+    }
+
+    fn after(mut self, len: usize) -> Self {
+        self.bytes_after = Some(len as u64);
+        self
+    }
+}
+
+/// Where one hunk matched.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HunkMatch {
+    /// The 1-based line of the file where the hunk's lines start.
+    pub line: u64,
+    /// exact, trailing-whitespace, whitespace or typography.
+    pub pass: String,
+}

@@ -1,0 +1,284 @@
+//! The one project root serverfs-dev works in, and its file operations
+//! beyond the shared read tools: `read_file` (whole lines of a small text
+//! file) and `write_file` (through the crash-safe writer).
+//!
+//! Guarantees: every path is located in the root by its resolver (syntax,
+//! policy — credentials and `.git` denied — and the symlink rule: links
+//! inside the root are followed for reads, never for writes); every
+//! mutation goes through [`serverfs_write::Writer`], so it is atomic, never
+//! touches a symlink and survives a crash wholly before or wholly after.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serverfs_core::{Deadline, ErrorCode, FsError, Location, Root, text};
+use serverfs_tools::{ReadTools, Reported};
+use serverfs_write::Writer;
+
+/// Most characters (Unicode scalar values) one read_file returns.
+pub const READ_FILE_MAX_CHARS: usize = 16_000;
+
+/// The project: its root, the shared read tools, the writer.
+#[derive(Debug)]
+pub struct Project {
+    root: Arc<Root>,
+    tools: ReadTools,
+    writer: Writer,
+    max_file_bytes: u64,
+}
+
+impl Project {
+    /// Works in `writer`'s root with the read `tools`; files over
+    /// `max_file_bytes` are neither read whole nor written.
+    pub fn new(writer: Writer, tools: ReadTools, max_file_bytes: u64) -> Self {
+        Self { root: Arc::clone(writer.root()), tools, writer, max_file_bytes }
+    }
+
+    /// The project root.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// The shared read tools and their limits.
+    pub fn tools(&self) -> &ReadTools {
+        &self.tools
+    }
+
+    /// The writer (patches are committed through it).
+    pub fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    /// The largest file the file tools work on.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// Runs `op` on `path` located in the root.
+    pub fn at<R>(
+        &self,
+        path: &str,
+        op: impl FnOnce(&ReadTools, &Root, &Location<'_>) -> Result<R, FsError>,
+    ) -> Result<R, FsError> {
+        let loc = self.root.locate(path)?;
+        op(&self.tools, &self.root, &loc)
+    }
+
+    /// read_file: lines `start_line..=end_line` (from 1) of a UTF-8 file of
+    /// at most `max_file_bytes`, original line endings kept, at most
+    /// [`READ_FILE_MAX_CHARS`] characters.
+    pub fn read_file(
+        &self,
+        args: &ReadFileArgs,
+        deadline: &Deadline,
+    ) -> Result<ReadFileResult, FsError> {
+        let start_line = args.start_line.unwrap_or(1);
+        if let Some(end) = args.end_line
+            && end < start_line
+        {
+            return Err(FsError::invalid(format!(
+                "end_line ({end}) is before start_line ({start_line})."
+            )));
+        }
+        self.at(&args.path, |_, root, loc| {
+            let (file, meta) = root.open_file(loc)?;
+            let text = text::read_whole(&file, meta.size, loc, self.max_file_bytes, deadline)?;
+            select_lines(&text, loc.path().as_relative(), start_line, args.end_line)
+        })
+    }
+
+    /// write_file: creates (`create`) or creates-or-replaces (`overwrite`,
+    /// keeping the replaced file's mode bits) atomically; missing parents
+    /// are created inside the root.
+    pub fn write_file(&self, args: WriteFileArgs) -> Result<WriteFileResult, FsError> {
+        let bytes = match (args.content, args.content_base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                .decode(encoded.as_bytes())
+                .map_err(|_| FsError::invalid("content_base64: not valid base64."))?,
+            _ => {
+                return Err(FsError::invalid(
+                    "give exactly one of content (text) and content_base64 (bytes).",
+                ));
+            }
+        };
+        if bytes.len() as u64 > self.max_file_bytes {
+            return Err(FsError::new(
+                ErrorCode::ReadLimitExceeded,
+                format!(
+                    "the content is {} bytes; write_file writes at most {} bytes.",
+                    bytes.len(),
+                    self.max_file_bytes
+                ),
+            ));
+        }
+        let overwrite = matches!(args.mode, WriteMode::Overwrite);
+        let report = self.writer.write_file(&args.path, bytes, overwrite)?;
+        Ok(WriteFileResult { path: report.path, size: report.size, sha256: report.sha256 })
+    }
+}
+
+/// Lines `start..=end` of `text` (from 1; `end` past the last line means
+/// the last line), cut to [`READ_FILE_MAX_CHARS`] characters at a line end
+/// when at least one whole line fits.
+fn select_lines(
+    text: &str,
+    path: String,
+    start_line: u64,
+    end_line: Option<u64>,
+) -> Result<ReadFileResult, FsError> {
+    let total_lines = text.split_inclusive('\n').count() as u64;
+    if start_line > total_lines.max(1) {
+        return Err(FsError::invalid(format!(
+            "start_line ({start_line}) is past the end of the file ({total_lines} lines)."
+        )));
+    }
+    let last = end_line.map_or(total_lines, |end| end.min(total_lines));
+    let mut content = String::new();
+    let mut chars = 0usize;
+    let mut end = start_line.saturating_sub(1);
+    let mut truncated = false;
+    let wanted = text.split_inclusive('\n').skip((start_line - 1) as usize);
+    for line in wanted.take(last.saturating_sub(start_line - 1) as usize) {
+        let n = line.chars().count();
+        if chars + n > READ_FILE_MAX_CHARS {
+            truncated = true;
+            if content.is_empty() {
+                // One line longer than the cap: its head, never a split
+                // character.
+                content.extend(line.chars().take(READ_FILE_MAX_CHARS));
+                end += 1;
+            }
+            break;
+        }
+        content.push_str(line);
+        chars += n;
+        end += 1;
+    }
+    Ok(ReadFileResult { path, start_line, end_line: end, total_lines, truncated, content })
+}
+
+/// Arguments of read_file.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// File path relative to the project root.
+    pub path: String,
+    /// First line to return, counted from 1 (default 1).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub start_line: Option<u64>,
+    /// Last line to return, inclusive (default: the end of the file).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u64>,
+}
+
+/// Result of read_file.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadFileResult {
+    /// The path read, relative to the project root.
+    pub path: String,
+    /// First line returned (from 1).
+    pub start_line: u64,
+    /// Last line returned, inclusive (start_line - 1 when none was).
+    pub end_line: u64,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// Whether the content stops before end_line (16,000-character cap):
+    /// continue at end_line + 1.
+    pub truncated: bool,
+    /// The lines, original line endings kept, without line numbers.
+    pub content: String,
+}
+
+impl Reported for ReadFileResult {
+    fn bytes_returned(&self) -> u64 {
+        self.content.len() as u64
+    }
+}
+
+/// How write_file treats an existing file (no doc per variant: the
+/// schema stays a plain string `enum`, which every client understands).
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum WriteMode {
+    #[default]
+    Create,
+    Overwrite,
+}
+
+/// Arguments of write_file.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// File path relative to the project root; missing parent directories are created.
+    pub path: String,
+    /// The new content as text (UTF-8). Exactly one of content and content_base64.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// The new content as base64 bytes. Exactly one of content and content_base64.
+    #[serde(default)]
+    pub content_base64: Option<String>,
+    /// create (default): only create, an existing path is ALREADY_EXISTS;
+    /// overwrite: create, or replace an existing file keeping its permissions.
+    #[serde(default)]
+    pub mode: WriteMode,
+}
+
+/// Result of write_file.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WriteFileResult {
+    /// The path written, relative to the project root.
+    pub path: String,
+    /// Bytes written.
+    pub size: u64,
+    /// SHA-256 of the bytes written, hex.
+    pub sha256: String,
+}
+
+impl Reported for WriteFileResult {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str, start: u64, end: Option<u64>) -> ReadFileResult {
+        select_lines(text, "f".into(), start, end).unwrap()
+    }
+
+    #[test]
+    fn lines_are_inclusive_from_one_with_their_endings() {
+        let r = lines("a\r\nb\nc", 2, Some(3));
+        assert_eq!((r.start_line, r.end_line, r.total_lines), (2, 3, 3));
+        assert_eq!(r.content, "b\nc");
+        assert!(!r.truncated);
+        let r = lines("a\nb\n", 1, Some(99));
+        assert_eq!((r.end_line, r.content.as_str()), (2, "a\nb\n"));
+    }
+
+    #[test]
+    fn an_empty_file_has_no_lines_and_start_past_the_end_is_refused() {
+        let r = lines("", 1, None);
+        assert_eq!((r.end_line, r.total_lines, r.content.as_str()), (0, 0, ""));
+        let e = select_lines("a\n", "f".into(), 3, None).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn the_cap_counts_characters_and_cuts_at_a_line_end() {
+        let line = format!("{}\n", "é".repeat(9_999));
+        let text = line.repeat(3);
+        let r = lines(&text, 1, None);
+        assert!(r.truncated);
+        assert_eq!(r.end_line, 1);
+        assert_eq!(r.content, line);
+        // One line over the cap: its first 16,000 characters, whole.
+        let long = "😀".repeat(20_000);
+        let r = lines(&long, 1, None);
+        assert!(r.truncated);
+        assert_eq!(r.content.chars().count(), READ_FILE_MAX_CHARS);
+        assert!(r.content.chars().all(|c| c == '😀'));
+    }
+}

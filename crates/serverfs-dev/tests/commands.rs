@@ -1,0 +1,326 @@
+//! serverfs-dev's commands end to end: the real binary, real processes.
+//! After every call that started something, `/proc` is scanned for the
+//! call's uniquely tagged `sleep`: nothing may survive the call.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{HttpServer, Project, call, error_code, ok};
+use serde_json::{Value, json};
+
+/// A `sleep` argument no other process has: `300.<unique digits>`.
+fn tag() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!(
+        "300.{}{:03}{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos.subsec_micros()
+    )
+}
+
+/// Pids whose command line holds `tag`.
+fn survivors(tag: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(tag)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (bounded, generously) until no process holds `tag`.
+fn assert_none_survive(tag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = survivors(tag);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes survived the call: {left:?} ({tag})");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_until_running(tag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while survivors(tag).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started ({tag})");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn bash_results_and_nothing_survives_a_call() {
+    let p = Project::new();
+    let client = p.stdio_client().await;
+    let v = ok(&client, "bash", json!({"command": "echo out; echo err >&2; exit 7"})).await;
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(v["stdout"], "out\n");
+    assert_eq!(v["stderr"], "err\n");
+    assert_eq!(v["timed_out"], false);
+    let v = ok(&client, "bash", json!({"command": "pwd", "workdir": "src"})).await;
+    assert!(v["stdout"].as_str().unwrap().ends_with("/src\n"), "{v}");
+    for shape in [
+        "sleep {} & exit 0",
+        "setsid sleep {} &",
+        "( (sleep {} &) & )",
+        "nohup sleep {} >/dev/null 2>&1 &",
+        "sleep {} & echo started",
+    ] {
+        let t = tag();
+        let v = ok(&client, "bash", json!({"command": shape.replace("{}", &t)})).await;
+        assert_eq!(v["exit_code"], 0, "{shape}: {v}");
+        assert_none_survive(&t);
+    }
+    let t = tag();
+    let v =
+        ok(&client, "bash", json!({"command": format!("sleep {t}"), "timeout_seconds": 1})).await;
+    assert_eq!((v["timed_out"].clone(), v["exit_code"].clone()), (json!(true), Value::Null), "{v}");
+    assert_eq!(v["signal"], "SIGKILL");
+    assert_none_survive(&t);
+    // cd and export do not carry over.
+    ok(&client, "bash", json!({"command": "cd src && export FOO=bar"})).await;
+    let v = ok(&client, "bash", json!({"command": "pwd; echo \"[$FOO]\""})).await;
+    assert!(v["stdout"].as_str().unwrap().ends_with("/project\n[]\n"), "{v}");
+    let host = p.dir.path();
+    for (workdir, code) in [
+        ("../outside", "PATH_OUTSIDE_WORKDIR"),
+        (".git", "DENIED_PATH"),
+        ("src/lib.rs", "NOT_A_DIRECTORY"),
+    ] {
+        assert_eq!(
+            error_code(&client, "bash", json!({"command": "true", "workdir": workdir}), host).await,
+            code
+        );
+    }
+    assert_eq!(
+        error_code(&client, "bash", json!({"command": "true", "timeout_seconds": 601}), host).await,
+        "INVALID_ARGUMENT"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The server runs as a normal user (as root, /proc hides nothing from
+/// anyone): as `nobody` through `setpriv` when the test runs as root.
+#[tokio::test]
+async fn the_server_s_secrets_do_not_reach_commands() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let as_root = rustix_euid_is_root();
+    if as_root {
+        for dir in [p.dir.path().to_path_buf(), p.root(), p.root().join("src")] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+    }
+    let server = p.command();
+    let mut cmd = if as_root {
+        let mut wrapped = tokio::process::Command::new("setpriv");
+        wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", p.dir.path());
+        wrapped
+    } else {
+        tokio::process::Command::from(server)
+    };
+    cmd.arg("--stdio")
+        .env("SERVERFS_TOKEN", "fake-secret-token-0123456789abcdef")
+        .env("OTHER_SECRET", "s3cr3t")
+        .stderr(Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = rmcp::service::serve_client_with_lifecycle(
+        rmcp::model::ClientConfig::default(),
+        transport,
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await
+    .unwrap();
+    // bash's parent is the supervisor; the supervisor's parent the server.
+    let script = "id -u; env; for pid in $PPID $(ps -o ppid= $PPID); do \
+        cat /proc/$pid/environ 2>&1 | tr '\\0' '\\n'; head -c 64 /proc/$pid/mem 2>&1; done";
+    let v = ok(&client, "bash", json!({"command": script})).await;
+    let out = v["stdout"].as_str().unwrap();
+    eprintln!("OUT {out}");
+    assert!(!out.contains("fake-secret-token") && !out.contains("s3cr3t"), "{out}");
+    assert!(out.contains("PATH="), "{out}");
+    if as_root {
+        assert!(out.starts_with("65534\n"), "{out}");
+    }
+    client.cancel().await.unwrap();
+}
+
+fn rustix_euid_is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
+}
+
+#[tokio::test]
+async fn the_command_policy_refuses_and_runs_nothing() {
+    let p = Project::new();
+    p.write("target.txt", "keep\n");
+    let mut cmd = tokio::process::Command::from(p.command());
+    cmd.args(["--stdio", "--deny", "rm,curl"]).stderr(Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = rmcp::service::serve_client_with_lifecycle(
+        rmcp::model::ClientConfig::default(),
+        transport,
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await
+    .unwrap();
+    let host = p.dir.path();
+    for command in [
+        "rm target.txt",
+        "git status;rm -rf target.txt",
+        "\"/usr/bin/rm\" target.txt",
+        "r\\m target.txt",
+        "echo $(rm target.txt)",
+        "echo `rm target.txt`",
+        "ls | rm target.txt",
+        "true\nrm target.txt",
+    ] {
+        assert_eq!(
+            error_code(&client, "bash", json!({"command": command}), host).await,
+            "COMMAND_NOT_ALLOWED",
+            "{command}"
+        );
+        assert_eq!(p.read("target.txt"), "keep\n", "{command}");
+    }
+    let session = ok(&client, "shell_open", json!({})).await;
+    let id = session["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        error_code(
+            &client,
+            "shell_write",
+            json!({"session_id": id, "input": "rm target.txt\n"}),
+            host
+        )
+        .await,
+        "COMMAND_NOT_ALLOWED"
+    );
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_eq!(p.read("target.txt"), "keep\n");
+    let v = ok(&client, "bash", json!({"command": "cat target.txt"})).await;
+    assert_eq!(v["stdout"], "keep\n");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn shell_sessions_keep_state_and_closing_kills_their_tree() {
+    let p = Project::new();
+    let client = p.stdio_client().await;
+    let id = ok(&client, "shell_open", json!({"workdir": "src"})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32);
+    ok(
+        &client,
+        "shell_write",
+        json!({"session_id": id, "input": "export X=kept; echo \"$X $(basename $PWD)\"\n"}),
+    )
+    .await;
+    let mut out = String::new();
+    let mut offset = 0;
+    while !out.contains("kept src") {
+        let v =
+            ok(&client, "shell_read", json!({"session_id": id, "offset": offset, "wait_ms": 5000}))
+                .await;
+        out.push_str(v["output"].as_str().unwrap());
+        offset = v["next_offset"].as_u64().unwrap();
+    }
+    let listed = ok(&client, "shell_list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["session_id"], id.as_str());
+    let t = tag();
+    ok(
+        &client,
+        "shell_write",
+        json!({"session_id": id, "input": format!("sleep {t} & setsid sleep {t} &\n")}),
+    )
+    .await;
+    wait_until_running(&t);
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_none_survive(&t);
+    let (is_error, _) = call(&client, "shell_read", json!({"session_id": id})).await;
+    assert!(is_error);
+    // A session ended by a signal says so.
+    let id = ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    ok(&client, "shell_write", json!({"session_id": id, "input": "kill -9 $$\n"})).await;
+    let v = loop {
+        let v = ok(&client, "shell_read", json!({"session_id": id, "wait_ms": 5000})).await;
+        if v["exited"] == true {
+            break v;
+        }
+    };
+    assert_eq!(
+        (v["exit_code"].clone(), v["signal"].clone()),
+        (Value::Null, json!("SIGKILL")),
+        "{v}"
+    );
+    client.cancel().await.unwrap();
+}
+
+fn post(url: &str, body: Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("Mcp-Protocol-Version", "2025-06-18")
+        .body(body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_client_that_disconnects_leaves_nothing_running() {
+    let p = Project::new();
+    let server = HttpServer::start(&p);
+    let t = tag();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": format!("sleep {t} & sleep {t}")}}});
+    let request = tokio::spawn(post(&server.url, body).send());
+    tokio::task::spawn_blocking({
+        let t = t.clone();
+        move || wait_until_running(&t)
+    })
+    .await
+    .unwrap();
+    // The client gives up: its connection closes.
+    request.abort();
+    tokio::task::spawn_blocking(move || assert_none_survive(&t)).await.unwrap();
+}
+
+#[test]
+fn a_stdio_cancel_notification_kills_the_command() {
+    let p = Project::new();
+    let mut child = p
+        .command()
+        .arg("--stdio")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    let _ = stdout.next();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let t = tag();
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
+        "arguments": {"command": format!("(sleep {t} &); sleep {t}")}}}));
+    wait_until_running(&t);
+    send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
+    );
+    assert_none_survive(&t);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

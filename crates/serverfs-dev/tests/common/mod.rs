@@ -1,0 +1,168 @@
+//! Shared helpers of serverfs-dev's end-to-end tests: a project tree in a
+//! temp dir with a state dir beside it, the real binary over stdio or HTTP,
+//! and the real rmcp client.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
+use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-dev");
+
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// `<tmp>/project` (the root), `<tmp>/state`, `<tmp>/outside`.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["project/src", "project/.git", "outside"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        let p = Self { dir };
+        p.write("src/lib.rs", "fn one() -> u32 {\n    1\n}\n");
+        p.write(".gitignore", "target/\n");
+        p.write(".git/config", "[core]\n");
+        p.write(".env", "SECRET=1\n");
+        std::fs::write(p.dir.path().join("outside/secret.txt"), "outside\n").unwrap();
+        p
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// The server's command line for this project.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--root").arg(self.root()).arg("--state-dir").arg(self.state());
+        cmd.env_remove("SERVERFS_TOKEN");
+        cmd
+    }
+
+    /// A client of a fresh server over stdio.
+    pub async fn stdio_client(&self) -> Client {
+        let mut cmd = tokio::process::Command::from(self.command());
+        cmd.arg("--stdio").stderr(Stdio::null());
+        let transport = TokioChildProcess::new(cmd).unwrap();
+        serve_client_with_lifecycle(
+            ClientConfig::default(),
+            transport,
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .unwrap()
+    }
+}
+
+/// A running serverfs-dev over HTTP on an ephemeral loopback port.
+pub struct HttpServer {
+    pub url: String,
+    child: Child,
+}
+
+impl HttpServer {
+    pub fn start(project: &Project) -> Self {
+        let mut child = project
+            .command()
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            assert!(Instant::now() < deadline, "server did not start");
+            let line = lines.next().expect("server exited before listening").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["event"] == "listening" {
+                break v["address"].as_str().unwrap().to_owned();
+            }
+        };
+        // Keep draining the log so the server never blocks on stderr.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { url: format!("http://{addr}/mcp"), child }
+    }
+
+    pub async fn client(&self) -> Client {
+        let transport = StreamableHttpClientTransport::from_uri(self.url.clone());
+        serve_client_with_lifecycle(
+            ClientConfig::default(),
+            transport,
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Calls a tool; returns (is_error, structured content or the error text).
+pub async fn call(client: &Client, tool: &str, args: Value) -> (bool, Value) {
+    let result: CallToolResult = client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    if result.is_error.unwrap_or(false) {
+        let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
+        (true, text)
+    } else {
+        (false, result.structured_content.clone().expect("structuredContent"))
+    }
+}
+
+/// The structured result of a call that must succeed.
+pub async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let (is_error, v) = call(client, tool, args.clone()).await;
+    assert!(!is_error, "{tool} {args} failed: {v}");
+    v
+}
+
+/// The error code of a call that must fail (and never show a host path).
+pub async fn error_code(client: &Client, tool: &str, args: Value, host: &Path) -> String {
+    let (is_error, v) = call(client, tool, args.clone()).await;
+    assert!(is_error, "{tool} {args} unexpectedly succeeded: {v}");
+    let text = v.as_str().unwrap();
+    assert!(!text.contains(&*host.to_string_lossy()), "host path leaked: {text}");
+    text.split(':').next().unwrap().to_owned()
+}

@@ -39,9 +39,9 @@ use base64::Engine as _;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use reqwest::Url;
 use serde::Deserialize;
 use tokio::time::Instant;
+use url::Url;
 
 /// The request header Access forwards the application token in.
 pub const ACCESS_JWT_HEADER: &str = "cf-access-jwt-assertion";
@@ -302,7 +302,7 @@ impl fmt::Debug for AccessJwt {
 struct Inner {
     config: AccessConfig,
     validation: Validation,
-    client: reqwest::Client,
+    client: HttpsClient,
     /// The current key set; replaced whole by each successful fetch.
     keys: RwLock<Arc<KeySet>>,
     /// Held while a fetch runs (single flight); remembers the last attempt.
@@ -486,30 +486,40 @@ impl AccessJwt {
 
     /// One GET of the certs URL: the RS256 signing keys it lists, by `kid`.
     async fn fetch(&self) -> Result<HashMap<String, Arc<DecodingKey>>, String> {
+        use http_body_util::BodyExt;
         let url = &self.inner.config.certs_url;
-        let mut response = self
-            .inner
-            .client
-            .get(url.clone())
+        let request = axum::http::Request::get(url.as_str())
             .header(axum::http::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
-        if !response.status().is_success() {
-            return Err(format!("GET {url}: HTTP {}", response.status()));
-        }
-        if response.content_length().is_some_and(|n| n > MAX_JWKS_BYTES as u64) {
-            return Err(format!("GET {url}: JWKS larger than {MAX_JWKS_BYTES} bytes"));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) =
-            response.chunk().await.map_err(|e| format!("GET {url}: {}", error_chain(&e)))?
-        {
-            if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(format!("GET {url}: JWKS larger than {MAX_JWKS_BYTES} bytes"));
+            .header(
+                axum::http::header::USER_AGENT,
+                concat!("serverfs-auth/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        // One deadline for connection, headers and body; redirects are not
+        // followed (the legacy client never follows them).
+        let body = tokio::time::timeout(FETCH_TIMEOUT, async {
+            let response = self
+                .inner
+                .client
+                .request(request)
+                .await
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+            if !response.status().is_success() {
+                return Err(format!("GET {url}: HTTP {}", response.status()));
             }
-            body.extend_from_slice(&chunk);
-        }
+            http_body_util::Limited::new(response.into_body(), MAX_JWKS_BYTES)
+                .collect()
+                .await
+                .map(|body| body.to_bytes())
+                .map_err(|e| {
+                    format!("GET {url}: {e} (the JWKS may be at most {MAX_JWKS_BYTES} bytes)")
+                })
+        })
+        .await
+        .map_err(|_| {
+            format!("GET {url}: no complete answer within {} s", FETCH_TIMEOUT.as_secs())
+        })??;
         let document: JwksDocument =
             serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not a JWKS: {e}"))?;
         let keys = usable_keys(document.keys);
@@ -582,10 +592,16 @@ fn ensure_jwt_crypto() {
     }
 }
 
-/// The HTTPS client for the certs URL: rustls with *ring* and the system's
-/// roots, no redirects, bounded in time; plain `http` only for a loopback
-/// override (which also bypasses any proxy).
-fn http_client(certs_url: &Url) -> Result<reqwest::Client, String> {
+/// The client the keys are fetched with.
+type HttpsClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Empty<hyper::body::Bytes>,
+>;
+
+/// The HTTPS client for the certs URL: hyper with rustls on *ring* and the
+/// system's roots (no process-wide TLS default is needed or installed), no
+/// proxy, no redirects; plain `http` only for a loopback override.
+fn http_client(certs_url: &Url) -> Result<HttpsClient, String> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -594,21 +610,18 @@ fn http_client(certs_url: &Url) -> Result<reqwest::Client, String> {
         .with_platform_verifier()
         .map_err(|e| format!("TLS configuration: {e}"))?
         .with_no_client_auth();
-    let loopback = is_loopback_url(certs_url);
-    let mut builder = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(FETCH_TIMEOUT)
-        .timeout(FETCH_TIMEOUT)
-        .https_only(!loopback)
-        .user_agent(concat!("serverfs-auth/", env!("CARGO_PKG_VERSION")));
-    if loopback {
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(|e| format!("HTTP client: {}", error_chain(&e)))
+    let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_connect_timeout(Some(FETCH_TIMEOUT));
+    let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
+    let builder =
+        if is_loopback_url(certs_url) { builder.https_or_http() } else { builder.https_only() };
+    let connector = builder.enable_http1().wrap_connector(tcp);
+    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector))
 }
 
-/// An error and its sources on one line (reqwest's own text is terse).
+/// An error and its sources on one line (hyper's own text is terse).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -5,13 +5,15 @@
 //!
 //! Guarantees: the configuration is parsed and checked once, before
 //! anything is served; a bad value is one line naming the setting and exit
-//! 2. serverfs-dev never listens beyond loopback without authentication,
+//! 2. serverfs-dev never listens beyond loopback without authentication
+//! (a bearer token and/or Cloudflare Access),
 //! and its state directory (the patch journal) is never inside the root.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
+use serverfs_auth::{AccessSettings, Auth};
 use serverfs_core::Policy;
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
@@ -88,6 +90,9 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     http: HttpSettings,
+
+    #[command(flatten)]
+    access: AccessSettings,
 }
 
 /// Everything the server needs, validated.
@@ -102,6 +107,8 @@ pub(crate) struct Config {
     pub(crate) command_policy: serverfs_exec::Policy,
     pub(crate) max_concurrent_commands: usize,
     pub(crate) http: HttpConfig,
+    /// Who may call over HTTP: the bearer token and/or Cloudflare Access.
+    pub(crate) auth: Option<Auth>,
 }
 
 impl Cli {
@@ -122,13 +129,10 @@ impl Cli {
         if self.max_file_bytes == 0 {
             return Err("SERVERFS_MAX_FILE_BYTES must be at least 1".to_owned());
         }
-        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
-        if !self.stdio && !self.listen.ip().is_loopback() && http.auth.is_none() {
-            return Err(format!(
-                "SERVERFS_LISTEN (--listen) {} is not a loopback address and no authentication \
-                 is configured; set SERVERFS_TOKEN or SERVERFS_TOKEN_FILE, or listen on 127.0.0.1",
-                self.listen
-            ));
+        let mut http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
+        let auth = Auth::new(http.auth.take(), self.access.verifier()?);
+        if !self.stdio {
+            serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
         }
         let state_dir = match &self.state_dir {
             Some(dir) => dir.clone(),
@@ -159,6 +163,7 @@ impl Cli {
             command_policy,
             max_concurrent_commands: self.max_concurrent_commands,
             http,
+            auth,
         })
     }
 }

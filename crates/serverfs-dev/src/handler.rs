@@ -19,6 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
 use serverfs_exec::Owner;
 use serverfs_tools::args::PublishedSchemas;
@@ -67,27 +68,34 @@ pub struct DevServer {
 }
 
 /// Who owns the shell sessions a call opens or touches.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum SessionOwner {
     /// The one client of a stdio connection.
     Connection,
-    /// HTTP without a principal: a session id is the capability (so
-    /// shell_list has nothing to show).
-    Anonymous,
+    /// HTTP: the authenticated principal of each request (Access: the
+    /// user's email; the bearer token: every holder alike); without one, a
+    /// session id is the capability, so shell_list has nothing to show.
+    Http,
+}
+
+/// The owner of one call's sessions, and whether it may list them.
+struct CallOwner {
+    owner: Owner,
+    may_list: bool,
 }
 
 impl SessionOwner {
-    fn owner(&self) -> Owner {
-        match self {
-            Self::Connection => Owner::new("stdio"),
-            Self::Anonymous => Owner::new("http"),
-        }
-    }
-}
-
-impl std::fmt::Debug for DevServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DevServer").finish_non_exhaustive()
+    fn of(self, extensions: &rmcp::model::Extensions) -> CallOwner {
+        let principal = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>());
+        let (name, may_list) = match (self, principal) {
+            (Self::Connection, _) => ("stdio".to_owned(), true),
+            (Self::Http, Some(Principal::Access { email })) => (format!("access:{email}"), true),
+            (Self::Http, Some(Principal::Token)) => ("token".to_owned(), true),
+            (Self::Http, None) => ("anonymous".to_owned(), false),
+        };
+        CallOwner { owner: Owner::new(name), may_list }
     }
 }
 
@@ -304,10 +312,11 @@ impl DevServer {
         &self,
         args: Args<ShellOpenArgs>,
         ct: CancellationToken,
+        extensions: rmcp::model::Extensions,
     ) -> ToolResult<ShellOpened> {
         let args = args.accept("shell_open")?;
         let call = CallLog { tool: "shell_open", workdir: None, path: Some(args.workdir.clone()) };
-        let owner = self.owner.owner();
+        let owner = self.owner.of(&extensions).owner;
         let work = async { self.commands.shell_open(self.project.root(), &owner, &args.workdir) };
         logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
     }
@@ -322,10 +331,11 @@ impl DevServer {
         &self,
         args: Args<ShellWriteArgs>,
         ct: CancellationToken,
+        extensions: rmcp::model::Extensions,
     ) -> ToolResult<ShellWritten> {
         let args = args.accept("shell_write")?;
         let call = CallLog { tool: "shell_write", workdir: None, path: None };
-        let owner = self.owner.owner();
+        let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_write(&owner, &args);
         logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
     }
@@ -340,10 +350,11 @@ impl DevServer {
         &self,
         args: Args<ShellReadArgs>,
         ct: CancellationToken,
+        extensions: rmcp::model::Extensions,
     ) -> ToolResult<ShellReadResult> {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
-        let owner = self.owner.owner();
+        let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_read(&owner, &args, &ct);
         logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
     }
@@ -358,10 +369,11 @@ impl DevServer {
         &self,
         args: Args<ShellCloseArgs>,
         ct: CancellationToken,
+        extensions: rmcp::model::Extensions,
     ) -> ToolResult<ShellInfo> {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
-        let owner = self.owner.owner();
+        let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_close(&owner, &args.session_id);
         logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
     }
@@ -376,12 +388,15 @@ impl DevServer {
         &self,
         args: Args<ShellListArgs>,
         ct: CancellationToken,
+        extensions: rmcp::model::Extensions,
     ) -> ToolResult<ShellList> {
         args.accept("shell_list")?;
         let call = CallLog { tool: "shell_list", workdir: None, path: None };
-        let list = match self.owner {
-            SessionOwner::Anonymous => ShellList { sessions: Vec::new() },
-            SessionOwner::Connection => self.commands.shell_list(&self.owner.owner()),
+        let caller = self.owner.of(&extensions);
+        let list = if caller.may_list {
+            self.commands.shell_list(&caller.owner)
+        } else {
+            ShellList { sessions: Vec::new() }
         };
         logged(call, &ct, async { Ok(list) }).await.map(Json).map_err(|e| e.to_string())
     }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use serverfs_core::{Root, RootOptions, SymlinkRule};
 use serverfs_tools::ReadTools;
+use serverfs_transport::McpGuard;
 use serverfs_write::{Writer, WriterConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -76,7 +77,7 @@ pub fn run() -> ExitCode {
     let result = runtime.block_on(async move {
         let policy = config.command_policy;
         let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
-        let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Anonymous };
+        let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server = DevServer::new(project, Arc::clone(&commands), owner, &config.concurrency);
         let served = if stdio {
             serverfs_transport::serve_stdio(server).await
@@ -84,7 +85,12 @@ pub fn run() -> ExitCode {
             let shutdown = CancellationToken::new();
             tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
             let routes = serverfs_transport::Router::new();
-            serverfs_transport::serve_mcp(move || server.clone(), config.http, routes, shutdown)
+            let guard = match config.auth {
+                Some(auth) => McpGuard::new(auth.methods(), move |mcp| mcp.route_layer(auth)),
+                None => McpGuard::none(),
+            };
+            let factory = move || server.clone();
+            serverfs_transport::serve_guarded_mcp(factory, config.http, guard, routes, shutdown)
                 .await
         };
         commands.close_all().await;

@@ -173,15 +173,16 @@ pub struct HttpConfig {
     pub auth: Option<crate::BearerAuth>,
 }
 
-/// Serves `/mcp` (`factory`'s handlers, behind the token when one is
-/// configured), the binary's own `routes` (which guard themselves) and
-/// `/healthz` on the hardened accept loop of [`serve`], until `shutdown`.
+/// Serves `/mcp` (`factory`'s handlers, behind the configured bearer token
+/// when there is one), the binary's own `routes` (which guard themselves)
+/// and `/healthz` on the hardened accept loop of [`serve`], until
+/// `shutdown`.
 ///
 /// # Errors
 /// If the listen address cannot be bound or the accept loop fails.
 pub async fn serve_mcp<S, F>(
     factory: F,
-    http: HttpConfig,
+    mut http: HttpConfig,
     routes: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()>
@@ -189,18 +190,59 @@ where
     S: ServerHandler + Send + 'static,
     F: Fn() -> S + Send + Sync + 'static,
 {
-    let mut mcp = mcp_router(factory, &http.mcp, &shutdown);
-    let auth = if let Some(token) = http.auth {
-        // Added after the body limits, so it runs first: no body is read
-        // for a stranger.
-        mcp = mcp.route_layer(token);
-        "bearer"
-    } else {
-        "none"
-    };
+    let guard = McpGuard::from(http.auth.take());
+    serve_guarded_mcp(factory, http, guard, routes, shutdown).await
+}
+
+/// What stands in front of `/mcp`: a route layer the binary chose, applied
+/// after the body limits so that it runs first (no body is read for a
+/// stranger), and its name for the log.
+pub struct McpGuard {
+    apply: Box<dyn FnOnce(Router) -> Router + Send>,
+    name: &'static str,
+}
+
+impl McpGuard {
+    /// `layer` in front of `/mcp`, logged as `name`.
+    pub fn new(name: &'static str, apply: impl FnOnce(Router) -> Router + Send + 'static) -> Self {
+        Self { apply: Box::new(apply), name }
+    }
+
+    /// Nothing in front of `/mcp` (loopback only, or a trusted proxy).
+    pub fn none() -> Self {
+        Self::new("none", |router| router)
+    }
+}
+
+impl From<Option<crate::BearerAuth>> for McpGuard {
+    fn from(token: Option<crate::BearerAuth>) -> Self {
+        match token {
+            Some(token) => Self::new("bearer", move |router| router.route_layer(token)),
+            None => Self::none(),
+        }
+    }
+}
+
+/// [`serve_mcp`] with the binary's own `guard` in front of `/mcp`
+/// (`http.auth` is not used).
+///
+/// # Errors
+/// If the listen address cannot be bound or the accept loop fails.
+pub async fn serve_guarded_mcp<S, F>(
+    factory: F,
+    http: HttpConfig,
+    guard: McpGuard,
+    routes: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()>
+where
+    S: ServerHandler + Send + 'static,
+    F: Fn() -> S + Send + Sync + 'static,
+{
+    let mcp = (guard.apply)(mcp_router(factory, &http.mcp, &shutdown));
     let app = with_header_checks(health_router().merge(mcp).merge(routes));
     let listener = tokio::net::TcpListener::bind(http.listen).await?;
-    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth);
+    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth = guard.name);
     serve(listener, app, &http.connections, shutdown).await
 }
 

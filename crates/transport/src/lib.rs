@@ -22,8 +22,8 @@ pub use auth::{BearerAuth, RequireBearer};
 pub use axum::Router;
 pub use health::probe_health;
 pub use http::{
-    ConnectionOptions, HttpConfig, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router, serve,
-    serve_mcp, with_header_checks,
+    ConnectionOptions, HttpConfig, McpGuard, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router,
+    serve, serve_guarded_mcp, serve_mcp, with_header_checks,
 };
 pub use logging::init_logging;
 

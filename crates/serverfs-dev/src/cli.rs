@@ -88,6 +88,10 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     http: HttpSettings,
+
+    /// File transfer (file_link, /files).
+    #[command(flatten)]
+    links: crate::links::LinkSettings,
 }
 
 /// Everything the server needs, validated.
@@ -102,6 +106,7 @@ pub(crate) struct Config {
     pub(crate) command_policy: serverfs_exec::Policy,
     pub(crate) max_concurrent_commands: usize,
     pub(crate) http: HttpConfig,
+    pub(crate) links: crate::links::LinkConfig,
 }
 
 impl Cli {
@@ -159,6 +164,7 @@ impl Cli {
             command_policy,
             max_concurrent_commands: self.max_concurrent_commands,
             http,
+            links: self.links.config()?,
         })
     }
 }

@@ -561,3 +561,24 @@ async fn a_killed_server_leaves_the_old_file_and_the_next_start_sweeps_the_tempo
     assert!(!p.path("deep").exists());
     assert_eq!(p.read("keep.bin"), "old\n");
 }
+
+#[tokio::test]
+async fn an_upload_slower_than_the_timeout_is_408_and_leaves_nothing() {
+    let p = Project::new();
+    std::fs::write(p.path("keep.bin"), "old\n").unwrap();
+    let server = Server::start(&p, &["--upload-timeout", "1"], Some(TOKEN));
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "PUT /files/keep.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 100\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&[b't'; 10]).unwrap();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert_eq!(split_response(&out).0, 408);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(p.read("keep.bin"), "old\n");
+    assert!(leftovers(&p).is_empty(), "{:?}", leftovers(&p));
+}

@@ -399,11 +399,15 @@ async fn serve(State(files): State<Files>, request: Request) -> Response {
         Ok(path) if method == Method::PUT => upload(&files, request, path).await,
         Ok(path) => download(&files, request.headers(), path, method == Method::HEAD).await,
     };
+    // The path as sent (percent-encoded), never the query: its signature
+    // is a credential. `head_ms`: until the response head (a download
+    // streams on after it; an upload is complete by then).
     tracing::info!(
         event = "file_transfer",
         method = %method,
+        path = %raw,
         status = response.status().as_u16(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
+        head_ms = started.elapsed().as_millis() as u64,
     );
     response
 }

@@ -321,7 +321,10 @@ impl Upload<'_> {
         } else {
             fsops::rename_noreplace(&self.parent, &self.temp, target, &self.shown)?;
         }
-        fsops::sync_dir(&self.parent, &self.shown)?;
+        // Past the commit point: the new file is in place and there is no
+        // backup to go back to, so a failed directory fsync is not turned
+        // into a failure of an upload that has happened.
+        let _ = fsops::sync_dir(&self.parent, &self.shown);
         Ok(created)
     }
 

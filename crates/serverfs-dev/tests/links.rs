@@ -582,3 +582,19 @@ async fn an_upload_slower_than_the_timeout_is_408_and_leaves_nothing() {
     assert_eq!(p.read("keep.bin"), "old\n");
     assert!(leftovers(&p).is_empty(), "{:?}", leftovers(&p));
 }
+
+#[test]
+fn bad_transfer_settings_are_refused_at_start() {
+    let p = Project::new();
+    for (args, setting) in [
+        (&["--public-url", "ftp://x"][..], "SERVERFS_PUBLIC_URL"),
+        (&["--public-url", "https://x/?q=1"][..], "SERVERFS_PUBLIC_URL"),
+        (&["--upload-timeout", "0"][..], "SERVERFS_UPLOAD_TIMEOUT_SECONDS"),
+        (&["--max-upload", "lots"][..], "SERVERFS_MAX_UPLOAD_BYTES"),
+    ] {
+        let out = p.command().args(["--listen", "127.0.0.1:0"]).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(setting), "{args:?}: {stderr}");
+    }
+}

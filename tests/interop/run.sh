@@ -2,7 +2,7 @@
 # Interop check with the official MCP Python SDK (PyPI `mcp`, pinned in requirements.txt).
 # Creates/refreshes tests/interop/.venv, then runs interop.py against the release binary.
 #
-#   tests/interop/run.sh                 # uses target/release/serverfs-mcp
+#   tests/interop/run.sh                 # uses target/release/serverfs-mcp (and serverfs-dev)
 #   SERVERFS_BIN=/path/to/bin tests/interop/run.sh
 #   BUILD=1 tests/interop/run.sh         # cargo build --release --locked -p serverfs-mcp first
 #   tests/interop/run.sh --setup-only    # only create/refresh the venv
@@ -33,4 +33,11 @@ if [[ "${1:-}" == "--setup-only" ]]; then
 fi
 
 export SERVERFS_BIN="${SERVERFS_BIN:-$repo/target/release/serverfs-mcp}"
-exec "$venv/bin/python" "$here/interop.py" "$@"
+export SERVERFS_DEV_BIN="${SERVERFS_DEV_BIN:-$repo/target/release/serverfs-dev}"
+"$venv/bin/python" "$here/interop.py" "$@"
+# serverfs-dev, when it has been built (CI builds it).
+if [[ -x "$SERVERFS_DEV_BIN" ]]; then
+  "$venv/bin/python" "$here/interop_dev.py"
+else
+  echo "interop-dev: SKIPPED: $SERVERFS_DEV_BIN not built"
+fi

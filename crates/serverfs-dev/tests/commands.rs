@@ -82,6 +82,14 @@ async fn bash_results_and_nothing_survives_a_call() {
         assert_eq!(v["exit_code"], 0, "{shape}: {v}");
         assert_none_survive(&t);
     }
+    // A command that kills its own supervisor: its orphans come back to
+    // the server, which kills them.
+    let t = tag();
+    let command = format!("sleep {t} & setsid sleep {t} & kill -9 $PPID; sleep {t}");
+    let (_, v) = call(&client, "bash", json!({"command": command})).await;
+    assert_none_survive(&t);
+    let v2 = ok(&client, "bash", json!({"command": "echo still-serving"})).await;
+    assert_eq!(v2["stdout"], "still-serving\n", "after {v}");
     let t = tag();
     let v =
         ok(&client, "bash", json!({"command": format!("sleep {t}"), "timeout_seconds": 1})).await;
@@ -323,4 +331,29 @@ fn a_stdio_cancel_notification_kills_the_command() {
     assert_none_survive(&t);
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// Peak resident memory of `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ten_megabytes_on_each_stream_are_cut_and_memory_stays_flat() {
+    let p = Project::new();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let flood = "head -c 10000000 /dev/zero | tr '\\0' a & yes é | tr -d '\\n' | head -c 10000000 >&2; wait";
+    let v = ok(&client, "bash", json!({"command": flood})).await;
+    assert_eq!(v["output_truncated"], true);
+    assert_eq!(v["stdout"].as_str().unwrap().chars().count(), 16_000);
+    let stderr = v["stderr"].as_str().unwrap();
+    assert_eq!(stderr.chars().count(), 16_000, "never a split character");
+    assert!(stderr.chars().all(|c| c == 'é'));
+    // Twenty megabytes went through the server; it kept a few kilobytes.
+    let peak = peak_rss_kib(server.pid());
+    assert!(peak < 64 * 1024, "server peak RSS {peak} KiB");
+    client.cancel().await.unwrap();
 }

@@ -115,6 +115,10 @@ impl HttpServer {
         Self { url: format!("http://{addr}/mcp"), child }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn client(&self) -> Client {
         let transport = StreamableHttpClientTransport::from_uri(self.url.clone());
         serve_client_with_lifecycle(

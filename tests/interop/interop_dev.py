@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Interop check of serverfs-dev with the official MCP Python SDK.
+
+The real binary over Streamable HTTP (auto = 2026-07-28 stateless, legacy =
+initialize) and stdio (auto, legacy): lists every tool, then read -> patch ->
+read back, write_file, bash, a shell session, and the refusals. The last line
+printed is `interop-dev: N passed, M failed`.
+
+Environment: SERVERFS_DEV_BIN (default target/release/serverfs-dev).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from interop import REPO, Results, free_port, text_of
+
+EXPECTED_TOOLS = {
+    "list_directory", "find_files", "search_text", "read_text_file", "stat_file",
+    "read_file", "write_file", "apply_patch",
+    "bash", "shell_open", "shell_write", "shell_read", "shell_close", "shell_list",
+}
+SOURCE = "def greet(name):\n    return 'hello ' + name\n\n\ndef main():\n    print(greet('world'))\n"
+PATCH = (
+    "*** Begin Patch\n*** Update File: app/main.py\n@@ def greet(name):\n"
+    "-    return 'hello ' + name\n+    return 'hi ' + name\n*** End Patch\n"
+)
+
+
+def fresh_project(base: Path, tag: str) -> Path:
+    root = base / tag.replace("/", "-")
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "main.py").write_text(SOURCE, encoding="utf-8")
+    (root / ".env").write_text("SECRET=1\n", encoding="utf-8")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n", encoding="utf-8")
+    return root
+
+
+async def run_checks(client: Client, res: Results, tag: str, root: Path) -> None:
+    def chk(label: str, cond: bool, detail: Any = None) -> bool:
+        return res.check(f"[{tag}] {label}", cond, detail)
+
+    async def call(name: str, args: dict[str, Any]) -> Any:
+        return await client.call_tool(name, args)
+
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    chk("tools/list has every tool", set(tools) == EXPECTED_TOOLS, sorted(tools))
+    for name, tool in tools.items():
+        chk(f"{name} has an output schema", tool.output_schema is not None)
+
+    r = await call("read_file", {"path": "app/main.py", "start_line": 2, "end_line": 2})
+    chk("read_file returns the line", (r.structured_content or {}).get("content") == "    return 'hello ' + name\n", r.structured_content)
+    r = await call("apply_patch", {"patch": PATCH, "dry_run": True})
+    chk("apply_patch dry run writes nothing", (root / "app" / "main.py").read_text() == SOURCE, text_of(r))
+    r = await call("apply_patch", {"patch": PATCH})
+    chk("apply_patch applies", not r.is_error and (r.structured_content or {}).get("applied") is True, text_of(r))
+    r = await call("read_file", {"path": "app/main.py"})
+    chk("read back shows the patch", "'hi ' + name" in (r.structured_content or {}).get("content", ""), r.structured_content)
+    r = await call("apply_patch", {"patch": PATCH})
+    chk("re-applying is PATCH_CONTEXT_NOT_FOUND", r.is_error and text_of(r).startswith("PATCH_CONTEXT_NOT_FOUND"), text_of(r))
+    r = await call("write_file", {"path": "docs/new.md", "content": "# New\n"})
+    chk("write_file creates with parents", (root / "docs" / "new.md").read_text() == "# New\n", text_of(r))
+    r = await call("write_file", {"path": "docs/new.md", "content": "x"})
+    chk("write_file create onto a file is ALREADY_EXISTS", r.is_error and text_of(r).startswith("ALREADY_EXISTS"), text_of(r))
+    for path, code in [(".env", "DENIED_PATH"), (".git/config", "DENIED_PATH"), ("../x", "PATH_OUTSIDE_WORKDIR")]:
+        r = await call("read_file", {"path": path})
+        chk(f"read_file {path} is {code}", r.is_error and text_of(r).startswith(code), text_of(r))
+    r = await call("bash", {"command": "echo out; exit 3", "workdir": "app"})
+    sc = r.structured_content or {}
+    chk("bash runs and reports the exit code", not r.is_error and sc.get("exit_code") == 3 and sc.get("stdout") == "out\n", sc)
+    r = await call("shell_open", {})
+    sid = (r.structured_content or {}).get("session_id", "")
+    chk("shell_open gives a 32-hex id", len(sid) == 32, r.structured_content)
+    await call("shell_write", {"session_id": sid, "input": "echo from-the-shell\n"})
+    out, offset = "", 0
+    for _ in range(20):
+        r = await call("shell_read", {"session_id": sid, "offset": offset, "wait_ms": 2000})
+        sc = r.structured_content or {}
+        out += sc.get("output", "")
+        offset = sc.get("next_offset", offset)
+        if "from-the-shell" in out:
+            break
+    chk("shell_read returns the output", "from-the-shell" in out, out)
+    r = await call("shell_close", {"session_id": sid})
+    chk("shell_close closes", not r.is_error, text_of(r))
+    r = await call("list_directory", {"path": ""})
+    names = {e["name"] for e in (r.structured_content or {}).get("entries", [])}
+    chk("listing hides .git and .env", "app" in names and ".git" not in names and ".env" not in names, names)
+
+
+async def run_mode(res: Results, tag: str, make_client, root: Path) -> None:
+    try:
+        async with make_client() as client:
+            await run_checks(client, res, tag, root)
+    except Exception as e:  # one mode's crash is a failure; the others still run
+        res.check(f"[{tag}] session completed without exception", False, f"{type(e).__name__}: {e}")
+
+
+def start_http(binary: str, root: Path, state: Path, log) -> tuple[subprocess.Popen, int]:
+    for _ in range(5):
+        port = free_port()
+        proc = subprocess.Popen(
+            [binary, "--root", str(root), "--state-dir", str(state), "--listen", f"127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return proc, port
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    raise RuntimeError("serverfs-dev did not become healthy")
+
+
+async def main() -> int:
+    binary = os.environ.get("SERVERFS_DEV_BIN", str(REPO / "target" / "release" / "serverfs-dev"))
+    res = Results()
+    tmp = Path(tempfile.mkdtemp(prefix="serverfs-interop-dev-"))
+    log = open(tmp / "server.log", "ab")
+    procs = []
+    try:
+        for tag, mode in [("http/auto", "auto"), ("http/legacy", "legacy")]:
+            root = fresh_project(tmp, tag)
+            proc, port = start_http(binary, root, tmp / f"state-{mode}", log)
+            procs.append(proc)
+            url = f"http://127.0.0.1:{port}/mcp"
+            await run_mode(res, tag, lambda: Client(url, mode=mode, cache=None), root)
+        for tag, mode in [("stdio/auto", "auto"), ("stdio/legacy", "legacy")]:
+            root = fresh_project(tmp, tag)
+            params = StdioServerParameters(
+                command=binary, args=["--stdio", "--root", str(root), "--state-dir", str(tmp / f"state-s{mode}")]
+            )
+            await run_mode(res, tag, lambda: Client(stdio_client(params, errlog=log), mode=mode, cache=None), root)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+        log.close()
+        if res.failed:
+            print((tmp / "server.log").read_text(errors="replace")[-3000:])
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"interop-dev: {res.passed} passed, {res.failed} failed")
+    return 0 if res.failed == 0 and res.passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -93,6 +93,10 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     access: AccessSettings,
+
+    /// File transfer (file_link, /files).
+    #[command(flatten)]
+    links: crate::links::LinkSettings,
 }
 
 /// Everything the server needs, validated.
@@ -107,8 +111,9 @@ pub(crate) struct Config {
     pub(crate) command_policy: serverfs_exec::Policy,
     pub(crate) max_concurrent_commands: usize,
     pub(crate) http: HttpConfig,
-    /// Who may call over HTTP: the bearer token and/or Cloudflare Access.
+    /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
+    pub(crate) links: crate::links::LinkConfig,
 }
 
 impl Cli {
@@ -129,8 +134,10 @@ impl Cli {
         if self.max_file_bytes == 0 {
             return Err("SERVERFS_MAX_FILE_BYTES must be at least 1".to_owned());
         }
-        let mut http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
-        let auth = Auth::new(http.auth.take(), self.access.verifier()?);
+        // The bearer token stays in `http` too: /files accepts it beside
+        // link signatures.
+        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
+        let auth = Auth::new(http.auth.clone(), self.access.verifier()?);
         if !self.stdio {
             serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
         }
@@ -164,6 +171,7 @@ impl Cli {
             max_concurrent_commands: self.max_concurrent_commands,
             http,
             auth,
+            links: self.links.config()?,
         })
     }
 }

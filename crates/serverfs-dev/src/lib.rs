@@ -10,6 +10,7 @@
 mod cli;
 pub mod commands;
 mod handler;
+pub mod links;
 pub mod patching;
 pub mod project;
 
@@ -78,13 +79,24 @@ pub fn run() -> ExitCode {
         let policy = config.command_policy;
         let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
-        let server = DevServer::new(project, Arc::clone(&commands), owner, &config.concurrency);
+        let server =
+            DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
         let served = if stdio {
             serverfs_transport::serve_stdio(server).await
         } else {
             let shutdown = CancellationToken::new();
             tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
-            let routes = serverfs_transport::Router::new();
+            // File transfer: file_link and /files (HTTP only), guarded by
+            // their signatures or the bearer token.
+            let links = match links::Links::new(config.links) {
+                Ok(links) => Arc::new(links),
+                Err(e) => {
+                    commands.close_all().await;
+                    return Err(std::io::Error::other(e));
+                }
+            };
+            let server = server.with_file_links(Arc::clone(&links));
+            let routes = links::router(project, links, config.http.auth.clone());
             let guard = match config.auth {
                 Some(auth) => McpGuard::new(auth.methods(), move |mcp| mcp.route_layer(auth)),
                 None => McpGuard::none(),

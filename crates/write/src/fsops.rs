@@ -155,6 +155,22 @@ pub(crate) fn create_exclusive(
     Ok(ino)
 }
 
+/// Creates the empty temporary file `name` of a streamed upload
+/// exclusively (`O_CREAT | O_EXCL | O_NOFOLLOW`), mode 0o666 narrowed by the
+/// umask (a replaced file's mode is set at commit). Returns the open file
+/// and its inode.
+pub(crate) fn create_temp(
+    dir: &ParentDir,
+    name: &str,
+    shown: &str,
+) -> Result<(File, u64), FsError> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o666))
+        .map_err(|e| errno_error(e, shown))?;
+    let ino = fstat(&fd, shown)?.ino;
+    Ok((File::from(fd), ino))
+}
+
 /// A second name for the file `from`, in the same directory, without
 /// following a link (`linkat` with no flags).
 pub(crate) fn hard_link(dir: &ParentDir, from: &str, to: &str) -> Result<(), Errno> {
@@ -228,7 +244,7 @@ pub(crate) fn sync_dir(dir: &ParentDir, shown: &str) -> Result<(), FsError> {
     rustix::fs::fsync(dir).map_err(|e| errno_error(e, shown))
 }
 
-fn fstat(fd: &OwnedFd, shown: &str) -> Result<Entry, FsError> {
+pub(crate) fn fstat(fd: &OwnedFd, shown: &str) -> Result<Entry, FsError> {
     rustix::fs::fstat(fd.as_fd()).map(|st| Entry::from_stat(&st)).map_err(|e| errno_error(e, shown))
 }
 

@@ -4,7 +4,8 @@
 //!
 //! [`Writer`] runs crash-safe multi-file transactions ([`Change`]: create,
 //! replace, delete; a move is a delete plus a create) and single-file
-//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`].
+//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`], and
+//! streamed uploads of any size ([`Writer::begin_upload`], own cap).
 //!
 //! Guarantees:
 //! - Every access goes through the core's seam: [`Root::locate`] (syntax
@@ -35,6 +36,7 @@ mod fsops;
 mod journal;
 mod locks;
 mod tx;
+mod upload;
 
 #[cfg(test)]
 mod crash_tests;
@@ -45,3 +47,4 @@ pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
     WriteReport, Writer, WriterConfig,
 };
+pub use upload::{Upload, UploadTarget};

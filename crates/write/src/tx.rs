@@ -156,16 +156,16 @@ impl WriterConfig {
 /// lock table is what serialises mutations of one path.
 #[derive(Debug)]
 pub struct Writer {
-    root: Arc<Root>,
-    id: RootId,
-    journals: JournalDir,
-    locks: LockTable,
+    pub(crate) root: Arc<Root>,
+    pub(crate) id: RootId,
+    pub(crate) journals: JournalDir,
+    pub(crate) locks: LockTable,
     max_file_bytes: u64,
     next_txid: AtomicU64,
     /// Set when a live rollback failed: its journal is kept for the next
     /// start, and no further transaction may run before that (settling it
     /// later could undo a newer change to the same paths).
-    broken: AtomicBool,
+    pub(crate) broken: AtomicBool,
     /// Holds `flock` on `<key>.lock` in the journal dir while this writer
     /// lives: a second writer (another process) on the same root and state
     /// dir would "recover" this one's live transactions.
@@ -590,7 +590,11 @@ impl Writer {
     /// Checks each parent of `loc`, root first, through `locate` +
     /// `open_parent` (policy and no-link per component); appends the
     /// missing ones to `dirs`. Returns whether any is missing.
-    fn plan_parents(&self, loc: &Location<'_>, dirs: &mut Vec<String>) -> Result<bool, FsError> {
+    pub(crate) fn plan_parents(
+        &self,
+        loc: &Location<'_>,
+        dirs: &mut Vec<String>,
+    ) -> Result<bool, FsError> {
         let components = loc.path().components();
         let mut missing = false;
         for i in 1..components.len() {
@@ -742,7 +746,7 @@ impl Writer {
         }
     }
 
-    fn advance(&self, journal: &mut Journal, state: State) -> Result<(), FsError> {
+    pub(crate) fn advance(&self, journal: &mut Journal, state: State) -> Result<(), FsError> {
         let mut next = journal.clone();
         next.state = state;
         self.journals.write(&next)?;
@@ -860,7 +864,7 @@ impl Writer {
 
     /// Sortable and unique: start time (fixed-width hex nanoseconds), pid,
     /// per-writer counter.
-    fn new_txid(&self) -> String {
+    pub(crate) fn new_txid(&self) -> String {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let n = self.next_txid.fetch_add(1, Ordering::Relaxed);
         format!("{:016x}-{:x}-{n:x}", nanos as u64, std::process::id())
@@ -946,14 +950,14 @@ fn lock_root(journals: &JournalDir, id: &RootId) -> Result<File, FsError> {
     Ok(file)
 }
 
-fn conflict(shown: &str) -> FsError {
+pub(crate) fn conflict(shown: &str) -> FsError {
     FsError::new(
         ErrorCode::PatchConflict,
         format!("{shown} changed since it was read; read it again and retry."),
     )
 }
 
-fn reserved(shown: &str) -> FsError {
+pub(crate) fn reserved(shown: &str) -> FsError {
     FsError::invalid(format!(
         "{shown} uses a name reserved for ServerFS's temporary files ({}*, {}*).",
         fsops::TEMP_PREFIX,

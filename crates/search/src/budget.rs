@@ -65,6 +65,17 @@ pub struct Outcome<T> {
 pub struct Budget {
     max_walk_entries: u64,
     deadline: Deadline,
+    workers: usize,
+}
+
+/// Most worker threads one search_text call starts by default.
+pub const MAX_DEFAULT_WORKERS: usize = 8;
+
+/// The default number of worker threads of one search_text call: the
+/// cores this process may use ([`std::thread::available_parallelism`]),
+/// at most [`MAX_DEFAULT_WORKERS`].
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(MAX_DEFAULT_WORKERS)
 }
 
 impl Budget {
@@ -74,9 +85,25 @@ impl Budget {
         Self::with_deadline(max_walk_entries, Deadline::new(timeout, cancel))
     }
 
-    /// A budget of `max_walk_entries` under an existing deadline.
+    /// A budget of `max_walk_entries` under an existing deadline, searched
+    /// by [`default_workers`] threads.
     pub fn with_deadline(max_walk_entries: u64, deadline: Deadline) -> Self {
-        Self { max_walk_entries, deadline }
+        Self { max_walk_entries, deadline, workers: default_workers() }
+    }
+
+    /// The same budget with `workers` threads searching files for
+    /// search_text (0 or 1: the calling thread alone, one file after the
+    /// other). The answer is the same for every count.
+    #[must_use]
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Threads that search files in one search_text call (1: none besides
+    /// the calling thread).
+    pub fn workers(&self) -> usize {
+        self.workers.max(1)
     }
 
     /// Entries one walk may visit.

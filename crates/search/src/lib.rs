@@ -21,10 +21,11 @@
 pub mod budget;
 mod cursor;
 pub mod find;
+mod pool;
 pub mod search;
 pub mod walk;
 
-pub use budget::{Budget, Outcome, Skipped, TruncatedReason};
+pub use budget::{Budget, MAX_DEFAULT_WORKERS, Outcome, Skipped, TruncatedReason, default_workers};
 pub use find::{FindOutcome, FoundEntry, find_files};
 pub use search::{
     MAX_LINE_BYTES, MAX_QUERY_CHARS, MAX_TEXT_BYTES, SearchOutcome, SearchQuery, TextMatch,

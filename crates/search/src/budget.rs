@@ -19,16 +19,23 @@ use std::time::Duration;
 
 use serverfs_core::Deadline;
 
-/// Why a find/search returned before the whole tree was seen (SPEC §2.3);
-/// its serde form (`SEARCH_LIMIT_REACHED`, …) is the wire name.
+/// Why a find/search returned before the whole tree was seen (SPEC §2.3):
+/// `SEARCH_LIMIT_REACHED` (match `limit + 1` exists; `limit` matches are
+/// returned), `WALK_LIMIT_REACHED` (the walk-entry cap was reached and more
+/// remained) or `SEARCH_TIMEOUT` (the deadline passed, or the call was
+/// cancelled); the serde form is the wire name.
+//
+// Plain comments on the variants: the derived schema is then an `enum`,
+// which validating clients check faster than a `oneOf` of `const`s (see
+// `serverfs_core::EntryKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TruncatedReason {
-    /// Match `limit + 1` exists; `limit` matches are returned.
+    // Match `limit + 1` exists; `limit` matches are returned.
     SearchLimitReached,
-    /// `max_walk_entries` entries were visited and more remained.
+    // `max_walk_entries` entries were visited and more remained.
     WalkLimitReached,
-    /// The deadline passed (or the call was cancelled).
+    // The deadline passed (or the call was cancelled).
     SearchTimeout,
 }
 

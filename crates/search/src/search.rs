@@ -175,9 +175,15 @@ pub fn search_text(
     Ok(run.finish(stop, last, key))
 }
 
-/// Most files handed to the workers and not yet taken back, per worker:
-/// how far the search reads ahead of the answer.
-const JOBS_PER_WORKER: usize = 8;
+/// Most batches of files handed to the workers and not yet taken back,
+/// per worker: with [`MAX_BATCH`], how far the search reads ahead of the
+/// answer.
+const BATCHES_PER_WORKER: usize = 2;
+/// Most files in one batch. Files go to the workers in batches, so that a
+/// full scan pays for a hand-over (and a thread wake-up) once per batch,
+/// not once per file; batches start at one file and double up to this, so
+/// that a search that stops early has read little ahead.
+const MAX_BATCH: usize = 32;
 /// Most walked entries waiting for the answer to reach them (bounded
 /// memory, however many entries lie between two searched files).
 const MAX_WAITING_ENTRIES: usize = 4096;
@@ -342,11 +348,14 @@ impl Run<'_, '_> {
     ) -> (Option<TruncatedReason>, Position) {
         let workers = self.budget.workers();
         let threads = if workers > 1 { workers } else { 0 };
-        let max_jobs = workers * JOBS_PER_WORKER;
+        let max_batches = workers * BATCHES_PER_WORKER;
+        // Inline (one thread), a file is searched as soon as it is walked,
+        // with exactly the room left.
+        let mut batch_size = if threads == 0 { 1 } else { 0 };
         let (root, matcher, budget, max_file_bytes) =
             (self.root, self.matcher, self.budget, self.max_file_bytes);
         let init = searcher;
-        let work = |searcher: &mut Searcher, job: Job, abandon: &AtomicBool| -> FileResult {
+        let one = |searcher: &mut Searcher, job: Job, abandon: &AtomicBool| -> FileResult {
             let loc = RelPath::from_components(job.relative.split('/'))
                 .and_then(|p| root.locate_walked(p).ok())?;
             Some(search_one(
@@ -361,22 +370,41 @@ impl Run<'_, '_> {
                 abandon,
             ))
         };
+        let work = |searcher: &mut Searcher, batch: Vec<Job>, abandon: &AtomicBool| {
+            let mut out = Vec::with_capacity(batch.len());
+            for job in batch {
+                if abandon.load(Ordering::Relaxed) {
+                    break;
+                }
+                out.push(one(searcher, job, abandon));
+            }
+            out
+        };
         std::thread::scope(|scope| {
             let mut pool = Pool::new(scope, threads, &init, &work);
             // Walked entries the answer has not reached yet, and the walk's
             // unreadable count when each was walked (what a search that
             // stops there reports).
             let mut waiting: VecDeque<(Waiting, u64)> = VecDeque::new();
+            // Files walked and not handed over yet, and verdicts taken back
+            // and not put in the answer yet.
+            let mut batch: Vec<Job> = Vec::new();
+            let mut verdicts: VecDeque<FileResult> = VecDeque::new();
             let mut walk_done = false;
             loop {
                 // Put together what is ready, in walk order.
                 while let Some((front, _)) = waiting.front() {
                     let result = match front {
                         Waiting::Passed(_) | Waiting::End(_) => None,
-                        Waiting::Searched { .. } => match pool.try_next() {
-                            Some(result) => Some(result),
-                            None => break,
-                        },
+                        Waiting::Searched { .. } => {
+                            if verdicts.is_empty() {
+                                match pool.try_next() {
+                                    Some(ready) => verdicts.extend(ready),
+                                    None => break,
+                                }
+                            }
+                            verdicts.pop_front()
+                        }
                     };
                     let (item, unreadable) = waiting.pop_front().unwrap_or((Waiting::End(None), 0));
                     if let Some(stop) = self.settle(item, result, &mut last) {
@@ -384,7 +412,9 @@ impl Run<'_, '_> {
                         return (stop, last);
                     }
                 }
-                if !walk_done && waiting.len() < MAX_WAITING_ENTRIES && pool.in_flight() < max_jobs
+                if !walk_done
+                    && waiting.len() < MAX_WAITING_ENTRIES
+                    && pool.in_flight() < max_batches
                 {
                     let item = match walk.next_step() {
                         Step::Entry(entry) => {
@@ -406,11 +436,17 @@ impl Run<'_, '_> {
                                 // At most this many matches can still be
                                 // wanted from this file.
                                 let room = self.room();
-                                pool.submit(Job {
+                                batch.push(Job {
                                     relative: entry.relative.clone(),
                                     from_line,
                                     room,
                                 });
+                                if batch.len() >= batch_size {
+                                    pool.submit(std::mem::take(&mut batch));
+                                    if threads > 0 {
+                                        batch_size = (batch_size * 2).clamp(1, MAX_BATCH);
+                                    }
+                                }
                                 Waiting::Searched { relative: entry.relative, from_line, room }
                             } else {
                                 Waiting::Passed(entry.relative)
@@ -429,7 +465,13 @@ impl Run<'_, '_> {
                     continue;
                 }
                 // Nothing more may be walked: wait for the oldest file.
-                let result = pool.next();
+                if !batch.is_empty() {
+                    pool.submit(std::mem::take(&mut batch));
+                }
+                if verdicts.is_empty() {
+                    verdicts.extend(pool.next().unwrap_or_default());
+                }
+                let result = verdicts.pop_front();
                 let (item, unreadable) = waiting.pop_front().unwrap_or((Waiting::End(None), 0));
                 if let Some(stop) = self.settle(item, result, &mut last) {
                     self.skipped.unreadable += unreadable;

@@ -145,7 +145,8 @@ impl ReadOnlyServer {
     ) -> Result<Json<ListWorkdirsResult>, String> {
         Self::accept("list_workdirs", args)?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
-        self.call(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
+        // No syscall at all: runs where the request arrived.
+        self.quick(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
     }
 
     #[tool(
@@ -265,8 +266,10 @@ impl ReadOnlyServer {
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        // One `fstatat`: nothing for the deadline to interrupt.
-        self.call(CallClass::Lookup, call, ct, move |fs, _| {
+        // One `fstatat` (a few for a path resolved component by component):
+        // nothing for the deadline to interrupt, and short enough to run
+        // where the request arrived (`Runner::run_quick`).
+        self.quick(CallClass::Lookup, call, ct, move |fs, _| {
             fs.in_workdir(&args, |tools, root, loc| tools.stat_file(root, loc))
         })
         .await
@@ -303,6 +306,21 @@ impl ReadOnlyServer {
         F: FnOnce(&ReadOnlyFs, &serverfs_core::Deadline) -> Result<T, FsError> + Send + 'static,
     {
         self.runner.run(class, call, ct, op).await.map(Json).map_err(|e| e.to_string())
+    }
+
+    /// [`Runner::run_quick`] for a tool: failures become `CODE: message`.
+    async fn quick<T, F>(
+        &self,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
+        op: F,
+    ) -> ToolResult<T>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&ReadOnlyFs, &serverfs_core::Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        self.runner.run_quick(class, call, ct, op).await.map(Json).map_err(|e| e.to_string())
     }
 }
 

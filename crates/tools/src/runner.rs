@@ -361,6 +361,64 @@ mod tests {
         assert_eq!(c.blocking_threads(), 10);
     }
 
+    #[derive(Debug, PartialEq)]
+    struct Ran(std::thread::ThreadId);
+
+    impl Reported for Ran {}
+
+    fn quick_runner(lookups: usize) -> Runner<()> {
+        let c = Concurrency { searches: 1, reads: 1, lookups, busy_wait: Duration::ZERO };
+        Runner::new(Arc::new(()), Duration::from_secs(5), &c)
+    }
+
+    fn call() -> CallLog {
+        CallLog { tool: "stat_file", workdir: None, path: None }
+    }
+
+    /// A quick call runs where it was received while the inline slot is
+    /// free, and on the blocking pool while it is taken; same answer.
+    #[tokio::test]
+    async fn quick_calls_run_inline_while_the_slot_is_free() {
+        let runner = quick_runner(2);
+        let here = std::thread::current().id();
+        let op = |(): &(), _: &Deadline| Ok(Ran(std::thread::current().id()));
+        let inline = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op);
+        assert_eq!(inline.await.unwrap(), Ran(here));
+
+        let held = runner.inline.try_acquire().unwrap();
+        let pooled = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op);
+        assert_ne!(pooled.await.unwrap(), Ran(here));
+        drop(held);
+    }
+
+    /// Admission holds for quick calls: a full class is `SERVER_BUSY`, and
+    /// a failing or panicking op is its error / `INTERNAL_ERROR`.
+    #[tokio::test]
+    async fn quick_calls_are_admitted_and_fail_like_other_calls() {
+        let runner = quick_runner(1);
+        let slot = Arc::clone(&runner.lookups.slots).try_acquire_owned().unwrap();
+        // The queue is full at once (no wait allowed): refused.
+        runner.lookups.waiting.store(QUEUE_FACTOR, Ordering::Relaxed);
+        let op = |(): &(), _: &Deadline| Ok(Ran(std::thread::current().id()));
+        let busy = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op).await;
+        assert_eq!(busy.unwrap_err().code(), ErrorCode::ServerBusy);
+        runner.lookups.waiting.store(0, Ordering::Relaxed);
+        drop(slot);
+
+        let fails = |(): &(), _: &Deadline| -> Result<Ran, FsError> { Err(FsError::invalid("no")) };
+        let err =
+            runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), fails).await;
+        assert_eq!(err.unwrap_err().code(), ErrorCode::InvalidArgument);
+        let panics =
+            |(): &(), _: &Deadline| -> Result<Ran, FsError> { panic!("inside a quick call") };
+        let err =
+            runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), panics).await;
+        assert_eq!(err.unwrap_err().code(), ErrorCode::InternalError);
+        // The slot and the permit were given back.
+        assert_eq!(runner.inline.available_permits(), INLINE_SLOTS);
+        assert_eq!(runner.lookups.slots.available_permits(), 1);
+    }
+
     #[test]
     fn search_worker_threads_are_bounded_by_the_search_permits() {
         let c = Concurrency { searches: 3, reads: 1, lookups: 1, busy_wait: Duration::ZERO };

@@ -16,8 +16,8 @@ use rustix::fs::{FileType, Stat};
 // derived schema is `{"type": "string", "enum": [...]}` rather than a
 // `oneOf` of four `const` branches, which is the same constraint but what
 // clients that validate every result against the output schema (the MCP
-// Python SDK does) check several times faster (issue 10: a 14-entry
-// listing took 7.6 ms of the SDK's time with `oneOf`, 2.5 ms with `enum`).
+// Python SDK does) check faster (issue 10, the SDK's validator on real
+// results: a stat 0.084 → 0.043 ms, a 14-entry listing 1.18 → 0.85 ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {

@@ -16,7 +16,9 @@
 //! - Paged by opaque cursors bound to their query: pages concatenate to
 //!   the unlimited answer (`cursor` module).
 //! - Plain synchronous code: run it on a blocking thread and set the
-//!   budget's cancel flag to stop it.
+//!   budget's cancel flag to stop it. search_text searches files on up to
+//!   [`Budget::workers`] scoped threads of its own (see `pool`), all joined
+//!   before it returns; its answer is the same for every count.
 
 pub mod budget;
 mod cursor;

@@ -23,9 +23,14 @@
 //!   short snippet. Bytes of the snippet that are not valid UTF-8 are
 //!   *marked* with U+FFFD (the path and line number stay exact; read_text_file
 //!   will refuse such a file with `UNSUPPORTED_TEXT_ENCODING`).
-//! - Memory is bounded: one reusable buffer per call, grown to the longest
-//!   line but never past [`MAX_LINE_BYTES`]; a file with a longer line is
-//!   skipped.
+//! - Memory is bounded: one reusable buffer per searching thread, grown to
+//!   the longest line but never past [`MAX_LINE_BYTES`]; a file with a
+//!   longer line is skipped.
+//! - Every core, one answer: below a directory, files are searched by
+//!   [`Budget::workers`] threads ahead of the walk, which takes their
+//!   verdicts back in walk order (bounded read-ahead, dropped once the
+//!   answer is complete); matches, `skipped`, `truncated_reason` and
+//!   `next_cursor` are those of a search one file after the other.
 //! - The deadline and cancel flag are checked per walked entry and per read
 //!   inside a file.
 //! - Paged: whenever it stops early the outcome has a `next_cursor` naming

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ServerFS benchmark runner: each scenario beside its raw anchor, in the same run.
 
-    python3 scripts/bench.py [--quick] [--bin PATH] [--build] [--only S1,S5,...]
+    python3 scripts/bench.py [--quick] [--bin PATH [--bin PATH2 ...]] [--build] [--only S1,S5,...]
                              [--client sdk|raw] [--reps N] [--calls N] [--wrk-seconds N]
 
 First run: installs what is missing with apt-get (linux-source, ripgrep, wrk, time; as
@@ -10,6 +10,11 @@ a 1 GiB 10M-line log and a 100k-entry directory there, and creates bench-data/ve
 the MCP Python SDK pinned in tests/interop/requirements.txt (the script re-executes itself
 in it). The server is target/release/serverfs-mcp unless --bin; --build runs
 `cargo build --release --locked -p serverfs-mcp` first. Python 3.11 stdlib + the SDK only.
+
+Before/after in one sitting: give --bin twice (or more), e.g.
+`--bin before-serverfs-mcp --bin target/release/serverfs-mcp`. Every scenario then runs
+for each binary in turn, back to back, each beside its own anchors, and a comparison
+table of the ratios (and peak RSS) follows the per-binary tables.
 
 Every scenario gets a fresh server (over stdio; S6 over HTTP) and a warm page cache; each is repeated --reps times (default 5, --quick 2)
 and the median is reported. Anchors run in the same loop, interleaved with the server's
@@ -176,13 +181,16 @@ def ensure_dir100k() -> Path:
     return d
 
 
-def ensure_binary(a: argparse.Namespace) -> str:
+def ensure_binaries(a: argparse.Namespace) -> list[str]:
     if a.build:
         subprocess.run(["cargo", "build", "--release", "--locked", "-p", "serverfs-mcp"], cwd=REPO, check=True)
-    b = str(Path(a.bin).resolve())
-    if not os.access(b, os.X_OK):
-        sys.exit(f"bench: no binary at {b} (pass --build or --bin)")
-    return b
+    out = []
+    for given in a.bin or [str(REPO / "target/release/serverfs-mcp")]:
+        b = str(Path(given).resolve())
+        if not os.access(b, os.X_OK):
+            sys.exit(f"bench: no binary at {b} (pass --build or --bin)")
+        out.append(b)
+    return out
 
 
 def warm(*paths: Path) -> None:
@@ -553,16 +561,13 @@ class Runner:
             p.terminate()
             p.wait(timeout=10)
 
-    async def run_all(self, only: set[str]) -> None:
-        """Every scenario; one that fails is reported as a row and a problem, and the rest still run."""
-        for name in SCENARIOS:
-            if only and name not in only:
-                continue
-            try:
-                await self.run({name})
-            except Exception as e:  # noqa: BLE001 - a failed scenario is a result too
-                self.problems.check(False, f"{name}: {type(e).__name__}: {e}")
-                self.row(name, "FAILED", "—", "—", "—", None)
+    async def run_one(self, name: str) -> None:
+        """One scenario; one that fails is reported as a row and a problem."""
+        try:
+            await self.run({name})
+        except Exception as e:  # noqa: BLE001 - a failed scenario is a result too
+            self.problems.check(False, f"{name}: {type(e).__name__}: {e}")
+            self.row(name, "FAILED", "—", "—", "—", None)
 
     # ---- the scenarios
     async def run(self, only: set[str]) -> None:
@@ -646,6 +651,17 @@ class Runner:
                               [("ls -f", [["ls", "-f", str(self.dir100k)]])], c9)
 
 
+async def run_all(runners: list["Runner"], only: set[str]) -> None:
+    """Every scenario, for each binary in turn (back to back, so that before and after see the same load)."""
+    for name in SCENARIOS:
+        if only and name not in only:
+            continue
+        for r in runners:
+            if len(runners) > 1:
+                log(f"bench: {name} on {r.binary}")
+            await r.run_one(name)
+
+
 SCENARIOS = ["S1", "S2", "S3", "S4", "S4b", "S5", "S5b", "S5p", "S6", "S7", "S8", "S9"]
 
 
@@ -662,10 +678,37 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def compare(runners: list["Runner"], labels: list[str]) -> str:
+    """One row per scenario: each binary's ratio (S1-S3: ms over ping) and server peak RSS."""
+    head = "| scenario | " + " | ".join(f"ratio, {l}" for l in labels) + " | " + " | ".join(f"peak RSS, {l}" for l in labels) + " |"
+    out = [head, "|---" * (1 + 2 * len(labels)) + "|"]
+    by = [{r["scenario"]: r for r in run.rows} for run in runners]
+    for name in [r["scenario"] for r in runners[0].rows]:
+        rows = [b.get(name) for b in by]
+
+        def ratio(r: dict | None) -> str:
+            if r is None:
+                return "—"
+            if "diff_ms" in r:
+                return f"+{r['diff_ms']:.3f} ms"
+            if name.startswith("S6"):
+                p99 = re.search(r"p99 [\d.]+ ms", r["serverfs"])
+                return f"{r['ratio']} ({p99.group(0) if p99 else '—'})"
+            return r["ratio"] + (f" (CPU {r['cpu_ratio']})" if r.get("cpu_ratio", "—") != "—" else "")
+
+        out.append(f"| {name} | " + " | ".join(ratio(r) for r in rows) + " | "
+                   + " | ".join(fmt_kb(r["server_peak_rss_kb"]) if r else "—" for r in rows) + " |")
+    out.append("")
+    out.append("S1-S3: median call minus median ping on the same stdio connection. S4-S5p, S7-S9: serverfs / "
+               "first anchor (lower is better). S6: ok calls/s as a fraction of /healthz (higher is better), p99.")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions: --reps 2, --calls 100, wrk 3 s once")
-    ap.add_argument("--bin", default=str(REPO / "target/release/serverfs-mcp"), help="server binary")
+    ap.add_argument("--bin", action="append", help="server binary (default target/release/serverfs-mcp); "
+                    "give it more than once to compare binaries in one sitting")
     ap.add_argument("--build", action="store_true", help="cargo build --release --locked -p serverfs-mcp first")
     ap.add_argument("--only", default="", help="comma-separated scenarios, e.g. S1,S5b,S6")
     ap.add_argument("--client", choices=("sdk", "raw"), default="raw", help="client for S4-S9 (S1-S3 use both)")
@@ -682,32 +725,46 @@ def main() -> int:
 
     ensure_tools()
     ensure_venv()
-    binary = ensure_binary(a)
+    binaries = ensure_binaries(a)
     corpus, logdir, dir100k = ensure_corpus(), ensure_log(), ensure_dir100k()
     out = REPO / "results" / time.strftime("bench-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     warm(corpus, logdir, dir100k)
     before = uptime()
     entries = sum(len(d) + len(f) for _, d, f in os.walk(corpus))
-    head = (f"serverfs bench: {binary} ({time.strftime('%Y-%m-%d %H:%M', time.localtime(os.stat(binary).st_mtime))})\n"
+    stamp = lambda b: time.strftime("%Y-%m-%d %H:%M", time.localtime(os.stat(b).st_mtime))  # noqa: E731
+    head = (f"serverfs bench: {', '.join(f'{b} ({stamp(b)})' for b in binaries)}\n"
             f"corpus {corpus.name}: {entries:,} entries; log {LOG_LINES:,} lines, {(logdir / 'big.log').stat().st_size / 2**30:.2f} GiB; "
             f"{DIR_ENTRIES:,}-entry directory; {os.cpu_count()} cpus; {'quick' if a.quick else 'full'}: "
             f"reps {a.reps}, calls {a.calls}, wrk {a.wrk_reps}×{a.wrk_seconds} s; client {a.client} (S1-S3: sdk and raw)\n"
             f"uptime before: {before}")
     log(head)
-    r = Runner(a, binary, corpus, logdir, dir100k, out)
-    asyncio.run(r.run_all(only))
+    runners = []
+    for i, binary in enumerate(binaries):
+        sub = out if len(binaries) == 1 else out / f"bin{i + 1}"
+        sub.mkdir(exist_ok=True)
+        runners.append(Runner(a, binary, corpus, logdir, dir100k, sub))
+    asyncio.run(run_all(runners, only))
     after = uptime()
-    text = f"{head}\nuptime after:  {after}\n\n{table(r.rows)}\n"
-    if r.problems:
-        text += "\nCHECKS FAILED:\n" + "".join(f"- {p}\n" for p in r.problems)
+    text = f"{head}\nuptime after:  {after}\n"
+    labels = [Path(b).name if len({Path(x).name for x in binaries}) == len(binaries) else f"bin{i + 1}"
+              for i, b in enumerate(binaries)]
+    for label, r in zip(labels, runners):
+        text += f"\n{label + ': ' + r.binary if len(runners) > 1 else ''}\n{table(r.rows)}\n"
+    if len(runners) > 1:
+        text += f"\nComparison, same sitting ({' vs '.join(labels)}):\n\n{compare(runners, labels)}\n"
+    problems = [f"{label}: {p}" if len(runners) > 1 else p for label, r in zip(labels, runners) for p in r.problems]
+    if problems:
+        text += "\nCHECKS FAILED:\n" + "".join(f"- {p}\n" for p in problems)
     print(text)
     (out / "table.md").write_text(text)
-    (out / "results.json").write_text(json.dumps({"args": vars(a), "binary": binary, "uptime_before": before,
-                                                   "uptime_after": after, "rows": r.rows, "problems": r.problems},
+    (out / "results.json").write_text(json.dumps({"args": vars(a), "binaries": binaries, "uptime_before": before,
+                                                   "uptime_after": after,
+                                                   "runs": [{"binary": r.binary, "rows": r.rows, "problems": r.problems}
+                                                            for r in runners]},
                                                   indent=2) + "\n")
     log(f"bench: results in {out.relative_to(REPO)}")
-    return 1 if r.problems else 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -8,18 +8,26 @@
 
 use rustix::fs::{FileType, Stat};
 
-/// The type of a filesystem entry as clients see it; its serde form
-/// (`file`, `directory`, `symlink`, `special`) is the wire name.
+/// The type of a filesystem entry as clients see it: `file` (regular
+/// file), `directory`, `symlink` (reported as itself, never by its target)
+/// or `special` (FIFO, socket or device); the serde form is the wire name.
+//
+// The variants carry plain comments, not doc comments: without them the
+// derived schema is `{"type": "string", "enum": [...]}` rather than a
+// `oneOf` of four `const` branches, which is the same constraint but what
+// clients that validate every result against the output schema (the MCP
+// Python SDK does) check faster (issue 10, the SDK's validator on real
+// results: a stat 0.084 → 0.043 ms, a 14-entry listing 1.18 → 0.85 ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
-    /// Regular file.
+    // Regular file.
     File,
-    /// Directory.
+    // Directory.
     Directory,
-    /// Symbolic link (reported as itself, never by its target).
+    // Symbolic link (reported as itself, never by its target).
     Symlink,
-    /// FIFO, socket or device.
+    // FIFO, socket or device.
     Special,
 }
 

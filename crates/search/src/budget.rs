@@ -19,16 +19,23 @@ use std::time::Duration;
 
 use serverfs_core::Deadline;
 
-/// Why a find/search returned before the whole tree was seen (SPEC §2.3);
-/// its serde form (`SEARCH_LIMIT_REACHED`, …) is the wire name.
+/// Why a find/search returned before the whole tree was seen (SPEC §2.3):
+/// `SEARCH_LIMIT_REACHED` (match `limit + 1` exists; `limit` matches are
+/// returned), `WALK_LIMIT_REACHED` (the walk-entry cap was reached and more
+/// remained) or `SEARCH_TIMEOUT` (the deadline passed, or the call was
+/// cancelled); the serde form is the wire name.
+//
+// Plain comments on the variants: the derived schema is then an `enum`,
+// which validating clients check faster than a `oneOf` of `const`s (see
+// `serverfs_core::EntryKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TruncatedReason {
-    /// Match `limit + 1` exists; `limit` matches are returned.
+    // Match `limit + 1` exists; `limit` matches are returned.
     SearchLimitReached,
-    /// `max_walk_entries` entries were visited and more remained.
+    // `max_walk_entries` entries were visited and more remained.
     WalkLimitReached,
-    /// The deadline passed (or the call was cancelled).
+    // The deadline passed (or the call was cancelled).
     SearchTimeout,
 }
 
@@ -65,6 +72,17 @@ pub struct Outcome<T> {
 pub struct Budget {
     max_walk_entries: u64,
     deadline: Deadline,
+    workers: usize,
+}
+
+/// Most worker threads one search_text call starts by default.
+pub const MAX_DEFAULT_WORKERS: usize = 8;
+
+/// The default number of worker threads of one search_text call: the
+/// cores this process may use ([`std::thread::available_parallelism`]),
+/// at most [`MAX_DEFAULT_WORKERS`].
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(MAX_DEFAULT_WORKERS)
 }
 
 impl Budget {
@@ -74,9 +92,25 @@ impl Budget {
         Self::with_deadline(max_walk_entries, Deadline::new(timeout, cancel))
     }
 
-    /// A budget of `max_walk_entries` under an existing deadline.
+    /// A budget of `max_walk_entries` under an existing deadline, searched
+    /// by [`default_workers`] threads.
     pub fn with_deadline(max_walk_entries: u64, deadline: Deadline) -> Self {
-        Self { max_walk_entries, deadline }
+        Self { max_walk_entries, deadline, workers: default_workers() }
+    }
+
+    /// The same budget with `workers` threads searching files for
+    /// search_text (0 or 1: the calling thread alone, one file after the
+    /// other). The answer is the same for every count.
+    #[must_use]
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Threads that search files in one search_text call (1: none besides
+    /// the calling thread).
+    pub fn workers(&self) -> usize {
+        self.workers.max(1)
     }
 
     /// Entries one walk may visit.

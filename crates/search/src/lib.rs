@@ -16,15 +16,18 @@
 //! - Paged by opaque cursors bound to their query: pages concatenate to
 //!   the unlimited answer (`cursor` module).
 //! - Plain synchronous code: run it on a blocking thread and set the
-//!   budget's cancel flag to stop it.
+//!   budget's cancel flag to stop it. search_text searches files on up to
+//!   [`Budget::workers`] scoped threads of its own (see `pool`), all joined
+//!   before it returns; its answer is the same for every count.
 
 pub mod budget;
 mod cursor;
 pub mod find;
+mod pool;
 pub mod search;
 pub mod walk;
 
-pub use budget::{Budget, Outcome, Skipped, TruncatedReason};
+pub use budget::{Budget, MAX_DEFAULT_WORKERS, Outcome, Skipped, TruncatedReason, default_workers};
 pub use find::{FindOutcome, FoundEntry, find_files};
 pub use search::{
     MAX_LINE_BYTES, MAX_QUERY_CHARS, MAX_TEXT_BYTES, SearchOutcome, SearchQuery, TextMatch,

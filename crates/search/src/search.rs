@@ -23,9 +23,14 @@
 //!   short snippet. Bytes of the snippet that are not valid UTF-8 are
 //!   *marked* with U+FFFD (the path and line number stay exact; read_text_file
 //!   will refuse such a file with `UNSUPPORTED_TEXT_ENCODING`).
-//! - Memory is bounded: one reusable buffer per call, grown to the longest
-//!   line but never past [`MAX_LINE_BYTES`]; a file with a longer line is
-//!   skipped.
+//! - Memory is bounded: one reusable buffer per searching thread, grown to
+//!   the longest line but never past [`MAX_LINE_BYTES`]; a file with a
+//!   longer line is skipped.
+//! - Every core, one answer: below a directory, files are searched by
+//!   [`Budget::workers`] threads ahead of the walk, which takes their
+//!   verdicts back in walk order (bounded read-ahead, dropped once the
+//!   answer is complete); matches, `skipped`, `truncated_reason` and
+//!   `next_cursor` are those of a search one file after the other.
 //! - The deadline and cancel flag are checked per walked entry and per read
 //!   inside a file.
 //! - Paged: whenever it stops early the outcome has a `next_cursor` naming
@@ -36,18 +41,21 @@
 //!   after a walk-limit stop the walk resumes after the last entry visited.
 //!   Pages concatenate to the unlimited answer (see the `cursor` module).
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
-use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Root};
+use serverfs_core::{EntryKind, ErrorCode, FsError, Location, RelPath, Root};
 
 use serverfs_core::deadline::{DeadlineReader, is_deadline_stop};
 
 use crate::budget::{Budget, Outcome, Skipped, TruncatedReason};
 use crate::cursor::{Position, QueryKey};
+use crate::pool::Pool;
 use crate::walk::{NameGlob, Step, TreeWalk};
 
 /// Longest accepted query, in characters.
@@ -121,14 +129,7 @@ pub fn search_text(
     let mut run = Run {
         root,
         matcher: &matcher,
-        searcher: SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(0))
-            // No transcoding: a UTF-16 file is NUL-laden, hence binary, as
-            // in read_text_file. A UTF-8 BOM is stripped from the snippet.
-            .bom_sniffing(false)
-            .heap_limit(Some(MAX_LINE_BYTES))
-            .build(),
+        searcher: searcher(),
         budget,
         limit: usize::try_from(args.limit).unwrap_or(usize::MAX),
         max_file_bytes: args.max_file_bytes,
@@ -171,44 +172,51 @@ pub fn search_text(
     }
     // Directories pass; symlinks get the resolver's error.
     let dir = root.walk_root(start)?;
-
-    let mut walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
+    let walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
     // Only the first entry can be the cursor's file, searched again from a
     // line on.
-    let mut resume = resume.filter(|pos| pos.line.is_some());
-    let stop = loop {
-        let entry = match walk.next_step() {
-            Step::Entry(entry) => entry,
-            Step::Stop(reason) => break Some(reason),
-            Step::Done => break None,
-        };
-        let from_line = match resume.take() {
-            Some(Position { path, line: Some(n) }) if path == entry.relative => n,
-            _ => 0,
-        };
-        // The walker's type is only a hint for skipping cheaply; the type
-        // that counts is checked on the opened handle.
-        let wanted = entry.looks_like_file()
-            && glob.as_ref().is_none_or(|g| g.is_match(entry.below_start(), entry.name()));
-        let loc =
-            wanted.then(|| entry.rel_path().and_then(|p| root.locate_walked(p).ok())).flatten();
-        if let Some(loc) = loc {
-            match run.search_file(loc, from_line) {
-                Ok(Some(reason)) => {
-                    last = Position { path: entry.relative, line: Some(from_line) };
-                    break Some(reason);
-                }
-                Ok(None) => {}
-                Err(not_searched) => run.count(&not_searched),
-            }
-        }
-        last = Position { path: entry.relative, line: None };
-    };
-    run.skipped.unreadable += walk.unreadable();
+    let resume = resume.filter(|pos| pos.line.is_some());
+    let (stop, last) = run.search_tree(walk, glob.as_ref(), resume, last);
     Ok(run.finish(stop, last, key))
 }
 
-/// Literal, line-oriented, optionally Unicode case-insensitive.
+/// Most batches of files handed to the workers and not yet taken back,
+/// per worker: with [`MAX_BATCH`], how far the search reads ahead of the
+/// answer.
+const BATCHES_PER_WORKER: usize = 2;
+/// Most files in one batch. Files go to the workers in batches, so that a
+/// full scan pays for a hand-over (and a thread wake-up) once per batch,
+/// not once per file; batches start at one file and double up to this, so
+/// that a search that stops early has read little ahead.
+const MAX_BATCH: usize = 32;
+/// Most walked entries waiting for the answer to reach them (bounded
+/// memory, however many entries lie between two searched files).
+const MAX_WAITING_ENTRIES: usize = 4096;
+
+/// One walked entry, in walk order, waiting for the answer to reach it.
+enum Waiting {
+    /// Not searched (not a file, or not matching the glob): dealt with
+    /// once reached.
+    Passed(String),
+    /// Handed to the workers, searched from line `from_line + 1`; the job
+    /// was given room for `room` matches.
+    Searched { relative: String, from_line: u64, room: usize },
+    /// The walk ended (`None`) or stopped.
+    End(Option<TruncatedReason>),
+}
+
+/// A file for a worker to search.
+struct Job {
+    relative: String,
+    from_line: u64,
+    room: usize,
+}
+
+/// What a worker found in one file (`None`: not a path the resolver
+/// accepts, passed over as the sequential search does).
+type FileResult = Option<Result<Scanned, NotSearched>>;
+
+/// Literal, line-oriented, optionally Unicode case-insensitive./// Literal, line-oriented, optionally Unicode case-insensitive.
 fn build_matcher(query: &str, case_sensitive: bool) -> Result<RegexMatcher, FsError> {
     let chars = query.chars().count();
     if chars == 0 {
@@ -280,38 +288,250 @@ impl Run<'_, '_> {
         loc: Location<'_>,
         from_line: u64,
     ) -> Result<Option<TruncatedReason>, NotSearched> {
-        let (file, meta) = self.root.open_file(&loc).map_err(|e| match e.code() {
-            ErrorCode::PathNotFound => NotSearched::Gone(e),
-            _ => NotSearched::Unreadable(e),
-        })?;
-        if meta.size > self.max_file_bytes {
-            return Err(NotSearched::TooLarge(FsError::new(
-                ErrorCode::ReadLimitExceeded,
-                format!(
-                    "{loc} is larger than the {}-byte search limit (SERVERFS_SEARCH_MAX_FILE_BYTES); read it in pages with read_text_file.",
-                    self.max_file_bytes
-                ),
-            )));
-        }
-        let path = loc.path().as_relative();
-        let room = self.limit + 1 - self.matches.len();
-        let reader = DeadlineReader::new(file.take(self.max_file_bytes), self.budget.deadline());
-        match scan(&mut self.searcher, self.matcher, reader, &path, from_line, room) {
+        let room = self.room();
+        let never = AtomicBool::new(false);
+        let scanned = search_one(
+            self.root,
+            &mut self.searcher,
+            self.matcher,
+            self.budget,
+            self.max_file_bytes,
+            &loc,
+            from_line,
+            room,
+            &never,
+        )?;
+        self.take(scanned, &|| loc.to_string())
+    }
+
+    /// Matches still wanted: up to match `limit + 1`.
+    fn room(&self) -> usize {
+        (self.limit + 1).saturating_sub(self.matches.len())
+    }
+
+    /// Adds one file's verdict to the answer.
+    /// `loc` names the file in messages (`alias:/path`).
+    fn take(
+        &mut self,
+        scanned: Scanned,
+        loc: &dyn Fn() -> String,
+    ) -> Result<Option<TruncatedReason>, NotSearched> {
+        match scanned {
             Scanned::Text(found) => {
                 self.matches.extend(found);
                 Ok((self.matches.len() > self.limit).then_some(TruncatedReason::SearchLimitReached))
             }
             Scanned::Binary => Err(NotSearched::Binary(FsError::new(
                 ErrorCode::BinaryFile,
-                format!("{loc} contains NUL bytes and is treated as binary; it is not searched."),
+                format!(
+                    "{} contains NUL bytes and is treated as binary; it is not searched.",
+                    loc()
+                ),
             ))),
             Scanned::Unreadable => Err(NotSearched::Unreadable(FsError::new(
                 ErrorCode::LineTooLarge,
                 format!(
-                    "{loc} could not be searched: it has a line over {MAX_LINE_BYTES} bytes or could not be read."
+                    "{} could not be searched: it has a line over {MAX_LINE_BYTES} bytes or could not be read.",
+                    loc()
                 ),
             ))),
             Scanned::Stop(reason) => Ok(Some(reason)),
+        }
+    }
+
+    /// Walks and searches the files of `walk` in walk order: on this thread
+    /// alone with one worker, else with the files searched by
+    /// `budget.workers()` scoped threads ahead of this one, which walks
+    /// and puts their verdicts together in walk order (see [`Waiting`]).
+    /// Returns why it stopped and the position a cursor resumes at.
+    fn search_tree(
+        &mut self,
+        mut walk: TreeWalk<'_>,
+        glob: Option<&NameGlob>,
+        mut resume: Option<Position>,
+        mut last: Position,
+    ) -> (Option<TruncatedReason>, Position) {
+        let workers = self.budget.workers();
+        let threads = if workers > 1 { workers } else { 0 };
+        let max_batches = workers * BATCHES_PER_WORKER;
+        // Inline (one thread), a file is searched as soon as it is walked,
+        // with exactly the room left.
+        let mut batch_size = if threads == 0 { 1 } else { 0 };
+        let (root, matcher, budget, max_file_bytes) =
+            (self.root, self.matcher, self.budget, self.max_file_bytes);
+        let init = searcher;
+        let one = |searcher: &mut Searcher, job: Job, abandon: &AtomicBool| -> FileResult {
+            let loc = RelPath::from_components(job.relative.split('/'))
+                .and_then(|p| root.locate_walked(p).ok())?;
+            Some(search_one(
+                root,
+                searcher,
+                matcher,
+                budget,
+                max_file_bytes,
+                &loc,
+                job.from_line,
+                job.room,
+                abandon,
+            ))
+        };
+        let work = |searcher: &mut Searcher, batch: Vec<Job>, abandon: &AtomicBool| {
+            let mut out = Vec::with_capacity(batch.len());
+            for job in batch {
+                if abandon.load(Ordering::Relaxed) {
+                    break;
+                }
+                out.push(one(searcher, job, abandon));
+            }
+            out
+        };
+        std::thread::scope(|scope| {
+            let mut pool = Pool::new(scope, threads, &init, &work);
+            // Walked entries the answer has not reached yet, and the walk's
+            // unreadable count when each was walked (what a search that
+            // stops there reports).
+            let mut waiting: VecDeque<(Waiting, u64)> = VecDeque::new();
+            // Files walked and not handed over yet, and verdicts taken back
+            // and not put in the answer yet.
+            let mut batch: Vec<Job> = Vec::new();
+            let mut verdicts: VecDeque<FileResult> = VecDeque::new();
+            let mut walk_done = false;
+            loop {
+                // Put together what is ready, in walk order.
+                while let Some((front, _)) = waiting.front() {
+                    let result = match front {
+                        Waiting::Passed(_) | Waiting::End(_) => None,
+                        Waiting::Searched { .. } => {
+                            if verdicts.is_empty() {
+                                match pool.try_next() {
+                                    Some(ready) => verdicts.extend(ready),
+                                    None => break,
+                                }
+                            }
+                            verdicts.pop_front()
+                        }
+                    };
+                    let (item, unreadable) = waiting.pop_front().unwrap_or((Waiting::End(None), 0));
+                    if let Some(stop) = self.settle(item, result, &mut last) {
+                        self.skipped.unreadable += unreadable;
+                        return (stop, last);
+                    }
+                }
+                if !walk_done
+                    && waiting.len() < MAX_WAITING_ENTRIES
+                    && pool.in_flight() < max_batches
+                {
+                    let item = match walk.next_step() {
+                        Step::Entry(entry) => {
+                            let from_line = match resume.take() {
+                                Some(Position { path, line: Some(n) })
+                                    if path == entry.relative =>
+                                {
+                                    n
+                                }
+                                _ => 0,
+                            };
+                            // The walker's type is only a hint for skipping
+                            // cheaply; the type that counts is checked on
+                            // the opened handle.
+                            let wanted = entry.looks_like_file()
+                                && glob
+                                    .is_none_or(|g| g.is_match(entry.below_start(), entry.name()));
+                            if wanted {
+                                // At most this many matches can still be
+                                // wanted from this file.
+                                let room = self.room();
+                                batch.push(Job {
+                                    relative: entry.relative.clone(),
+                                    from_line,
+                                    room,
+                                });
+                                if batch.len() >= batch_size {
+                                    pool.submit(std::mem::take(&mut batch));
+                                    if threads > 0 {
+                                        batch_size = (batch_size * 2).clamp(1, MAX_BATCH);
+                                    }
+                                }
+                                Waiting::Searched { relative: entry.relative, from_line, room }
+                            } else {
+                                Waiting::Passed(entry.relative)
+                            }
+                        }
+                        Step::Stop(reason) => {
+                            walk_done = true;
+                            Waiting::End(Some(reason))
+                        }
+                        Step::Done => {
+                            walk_done = true;
+                            Waiting::End(None)
+                        }
+                    };
+                    waiting.push_back((item, walk.unreadable()));
+                    continue;
+                }
+                // Nothing more may be walked: wait for the oldest file.
+                if !batch.is_empty() {
+                    pool.submit(std::mem::take(&mut batch));
+                }
+                if verdicts.is_empty() {
+                    verdicts.extend(pool.next().unwrap_or_default());
+                }
+                let result = verdicts.pop_front();
+                let (item, unreadable) = waiting.pop_front().unwrap_or((Waiting::End(None), 0));
+                if let Some(stop) = self.settle(item, result, &mut last) {
+                    self.skipped.unreadable += unreadable;
+                    return (stop, last);
+                }
+            }
+            // Leaving the scope drops the pool: the workers stop at their
+            // next read, and are joined.
+        })
+    }
+
+    /// Adds the entry the answer reached (with its file's result, for a
+    /// searched one) and moves `last` past it; `Some` when the search ends
+    /// there, with why it stopped (`None`: the walk is complete).
+    fn settle(
+        &mut self,
+        item: Waiting,
+        result: Option<FileResult>,
+        last: &mut Position,
+    ) -> Option<Option<TruncatedReason>> {
+        match item {
+            Waiting::Passed(relative) => {
+                *last = Position { path: relative, line: None };
+                None
+            }
+            Waiting::End(stop) => Some(stop),
+            Waiting::Searched { relative, from_line, room } => {
+                let root = self.root;
+                let verdict = result.flatten().map(|scanned| match scanned {
+                    // Given more room than is left, a file the worker could
+                    // not read to the end (a line too long) may hold enough
+                    // matches before that point: searched again here with
+                    // the room a sequential search has.
+                    Ok(Scanned::Unreadable) if room > self.room() => {
+                        match RelPath::from_components(relative.split('/'))
+                            .and_then(|p| root.locate_walked(p).ok())
+                        {
+                            Some(loc) => self.search_file(loc, from_line),
+                            None => Ok(None),
+                        }
+                    }
+                    Ok(scanned) => self.take(scanned, &|| format!("{}:/{relative}", root.name())),
+                    Err(not_searched) => Err(not_searched),
+                });
+                match verdict {
+                    Some(Ok(Some(reason))) => {
+                        *last = Position { path: relative, line: Some(from_line) };
+                        return Some(Some(reason));
+                    }
+                    Some(Err(not_searched)) => self.count(&not_searched),
+                    Some(Ok(None)) | None => {}
+                }
+                *last = Position { path: relative, line: None };
+                None
+            }
         }
     }
 
@@ -351,6 +571,68 @@ impl Run<'_, '_> {
             next_cursor,
         }
     }
+}
+
+/// Opens the file at `loc` (a regular file, within the size cap) and
+/// scans it for at most `room` matches after line `from_line`; a raised
+/// `abandon` flag stops the scan like the deadline does.
+#[allow(clippy::too_many_arguments)]
+fn search_one(
+    root: &Root,
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    budget: &Budget,
+    max_file_bytes: u64,
+    loc: &Location<'_>,
+    from_line: u64,
+    room: usize,
+    abandon: &AtomicBool,
+) -> Result<Scanned, NotSearched> {
+    let (file, meta) = root.open_file(loc).map_err(|e| match e.code() {
+        ErrorCode::PathNotFound => NotSearched::Gone(e),
+        _ => NotSearched::Unreadable(e),
+    })?;
+    if meta.size > max_file_bytes {
+        return Err(NotSearched::TooLarge(FsError::new(
+            ErrorCode::ReadLimitExceeded,
+            format!(
+                "{loc} is larger than the {max_file_bytes}-byte search limit (SERVERFS_SEARCH_MAX_FILE_BYTES); read it in pages with read_text_file."
+            ),
+        )));
+    }
+    let path = loc.path().as_relative();
+    let file = Abandonable { inner: file.take(max_file_bytes), abandon };
+    let reader = DeadlineReader::new(file, budget.deadline());
+    Ok(scan(searcher, matcher, reader, &path, from_line, room))
+}
+
+/// A reader that fails once `abandon` is raised: a worker's file whose
+/// verdict nobody needs any more (the answer is complete) stops at its
+/// next read.
+struct Abandonable<'a, R> {
+    inner: R,
+    abandon: &'a AtomicBool,
+}
+
+impl<R: Read> Read for Abandonable<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.abandon.load(Ordering::Relaxed) {
+            return Err(io::Error::other("search abandoned"));
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// The searcher every file is scanned with: one per thread, reused.
+fn searcher() -> Searcher {
+    SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(0))
+        // No transcoding: a UTF-16 file is NUL-laden, hence binary, as
+        // in read_text_file. A UTF-8 BOM is stripped from the snippet.
+        .bom_sniffing(false)
+        .heap_limit(Some(MAX_LINE_BYTES))
+        .build()
 }
 
 /// The verdict on one file.

@@ -236,10 +236,13 @@ impl DevServer {
     ) -> ToolResult<StatFileResult> {
         let args = args.accept("stat_file")?;
         let path = args.path.clone();
-        self.on(CallClass::Lookup, "stat_file", path, ct, move |p, _| {
-            p.at(&args.path, |tools, root, loc| tools.stat_file(root, loc))
-        })
-        .await
+        // A few metadata syscalls: run where the request arrived.
+        let call = CallLog { tool: "stat_file", workdir: None, path: Some(path) };
+        self.runner
+            .run_quick_tool(CallClass::Lookup, call, ct, move |p, _| {
+                p.at(&args.path, |tools, root, loc| tools.stat_file(root, loc))
+            })
+            .await
     }
 
     #[tool(

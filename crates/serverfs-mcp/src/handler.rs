@@ -142,7 +142,10 @@ impl ReadOnlyServer {
     ) -> Result<Json<ListWorkdirsResult>, String> {
         args.accept("list_workdirs")?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
-        self.runner.run_tool(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs())).await
+        // No syscall at all: runs where the request arrived.
+        self.runner
+            .run_quick_tool(CallClass::Lookup, call, ct, |fs, _| Ok(fs.list_workdirs()))
+            .await
     }
 
     #[tool(
@@ -266,9 +269,11 @@ impl ReadOnlyServer {
             workdir: Some(args.workdir.clone()),
             path: Some(args.inner.path.clone()),
         };
-        // One `fstatat`: nothing for the deadline to interrupt.
+        // One `fstatat` (a few for a path resolved component by component):
+        // nothing for the deadline to interrupt, and short enough to run
+        // where the request arrived (`Runner::run_quick`).
         self.runner
-            .run_tool(CallClass::Lookup, call, ct, move |fs, _| {
+            .run_quick_tool(CallClass::Lookup, call, ct, move |fs, _| {
                 fs.in_workdir(&args, |tools, root, loc| tools.stat_file(root, loc))
             })
             .await

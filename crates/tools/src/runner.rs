@@ -22,6 +22,16 @@
 //! - One flat JSON log line per call, written when its work has ended
 //!   (also for a client that is gone), with `cancelled` when the client
 //!   gave up; never file contents.
+//! - Quick calls ([`Runner::run_quick`]: work of a few metadata syscalls,
+//!   no directory read and no file content, e.g. stat_file) skip the hop
+//!   to the blocking pool: admitted the same way, they run on the async
+//!   worker that received them, which saves two thread hand-overs per
+//!   call. The trade-off: such a syscall cannot be interrupted, so a stat
+//!   that hangs (a dead NFS server) would hold that worker. At most
+//!   [`INLINE_SLOTS`] quick calls run inline at once; the others take the
+//!   blocking pool as every other call does. So a hung filesystem can hold
+//!   at most that many async workers, never all of them, and `/healthz`
+//!   and the other calls keep being served.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -68,10 +78,27 @@ impl Concurrency {
     pub fn blocking_threads(&self) -> usize {
         self.searches + self.reads + self.lookups
     }
+
+    /// Threads the searches start besides the blocking pool: a search_text
+    /// call searches files on up to [`serverfs_search::default_workers`]
+    /// scoped threads of its own (none when that is 1), started by the
+    /// call's blocking thread and all joined before the call ends, so
+    /// before its permit is released. With the permits bounding the calls,
+    /// the process never runs more than this many of them.
+    pub fn search_worker_threads(&self) -> usize {
+        match serverfs_search::default_workers() {
+            1 => 0,
+            n => self.searches * n,
+        }
+    }
 }
 
 /// How many calls of a class may wait for a slot, per running slot.
 pub(crate) const QUEUE_FACTOR: usize = 4;
+
+/// Quick calls that may run on async workers at once (see the module
+/// docs); one more goes to the blocking pool.
+pub const INLINE_SLOTS: usize = 1;
 
 /// Result types report how many content bytes they return, for the log.
 pub trait Reported {
@@ -91,6 +118,8 @@ pub struct Runner<C> {
     reads: Admission,
     lookups: Admission,
     busy_wait: Duration,
+    /// Quick calls running on an async worker.
+    inline: Arc<Semaphore>,
 }
 
 /// One class's running slots and its bounded queue.
@@ -133,7 +162,48 @@ impl<C: Send + Sync + 'static> Runner<C> {
             reads: Admission::new(concurrency.reads, "file reads"),
             lookups: Admission::new(concurrency.lookups, "listing and stat calls"),
             busy_wait: concurrency.busy_wait,
+            inline: Arc::new(Semaphore::new(INLINE_SLOTS)),
         }
+    }
+
+    /// [`Runner::run`] for work of a few metadata syscalls: admitted,
+    /// under a deadline and logged as every call, but run on this async
+    /// worker while an inline slot is free (see the module docs).
+    pub async fn run_quick<T, F>(
+        &self,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
+        op: F,
+    ) -> Result<T, FsError>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        let Ok(_inline) = self.inline.try_acquire() else {
+            return self.run(class, call, ct, op).await;
+        };
+        let started = Instant::now();
+        let outcome = match self.admit(class, &ct).await {
+            Ok(_permit) => {
+                let cancel = Arc::new(AtomicBool::new(ct.is_cancelled()));
+                let deadline = Deadline::new(self.call_timeout, cancel);
+                // A panic is an internal error, as on the blocking pool.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    op(&self.context, &deadline)
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(event = "call_failed", error = "panic");
+                    Err(FsError::new(
+                        ErrorCode::InternalError,
+                        "the call failed inside the server.",
+                    ))
+                })
+            }
+            Err(refused) => Err(refused),
+        };
+        call.write(&outcome, started, ct.is_cancelled());
+        outcome
     }
 
     /// Runs `op` (admission, deadline, cancellation as in the module docs)
@@ -200,6 +270,25 @@ impl<C: Send + Sync + 'static> Runner<C> {
         F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
         self.run(class, call, ct, op).await.map(rmcp::Json).map_err(|e| e.to_string())
+    }
+
+    /// [`Self::run_quick`] for an rmcp tool: the structured result, or the
+    /// failure's `CODE: message`.
+    ///
+    /// # Errors
+    /// The call's `CODE: message`.
+    pub async fn run_quick_tool<T, F>(
+        &self,
+        class: CallClass,
+        call: CallLog,
+        ct: CancellationToken,
+        op: F,
+    ) -> Result<rmcp::Json<T>, String>
+    where
+        T: Reported + Send + 'static,
+        F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
+    {
+        self.run_quick(class, call, ct, op).await.map(rmcp::Json).map_err(|e| e.to_string())
     }
 
     /// A slot of `class`: at once if one is free, else after waiting at
@@ -315,5 +404,71 @@ mod tests {
     fn blocking_threads_cover_every_class() {
         let c = Concurrency { searches: 2, reads: 3, lookups: 5, busy_wait: Duration::ZERO };
         assert_eq!(c.blocking_threads(), 10);
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Ran(std::thread::ThreadId);
+
+    impl Reported for Ran {}
+
+    fn quick_runner(lookups: usize) -> Runner<()> {
+        let c = Concurrency { searches: 1, reads: 1, lookups, busy_wait: Duration::ZERO };
+        Runner::new(Arc::new(()), Duration::from_secs(5), &c)
+    }
+
+    fn call() -> CallLog {
+        CallLog { tool: "stat_file", workdir: None, path: None }
+    }
+
+    /// A quick call runs where it was received while the inline slot is
+    /// free, and on the blocking pool while it is taken; same answer.
+    #[tokio::test]
+    async fn quick_calls_run_inline_while_the_slot_is_free() {
+        let runner = quick_runner(2);
+        let here = std::thread::current().id();
+        let op = |(): &(), _: &Deadline| Ok(Ran(std::thread::current().id()));
+        let inline = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op);
+        assert_eq!(inline.await.unwrap(), Ran(here));
+
+        let held = runner.inline.try_acquire().unwrap();
+        let pooled = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op);
+        assert_ne!(pooled.await.unwrap(), Ran(here));
+        drop(held);
+    }
+
+    /// Admission holds for quick calls: a full class is `SERVER_BUSY`, and
+    /// a failing or panicking op is its error / `INTERNAL_ERROR`.
+    #[tokio::test]
+    async fn quick_calls_are_admitted_and_fail_like_other_calls() {
+        let runner = quick_runner(1);
+        let slot = Arc::clone(&runner.lookups.slots).try_acquire_owned().unwrap();
+        // The queue is full at once (no wait allowed): refused.
+        runner.lookups.waiting.store(QUEUE_FACTOR, Ordering::Relaxed);
+        let op = |(): &(), _: &Deadline| Ok(Ran(std::thread::current().id()));
+        let busy = runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), op).await;
+        assert_eq!(busy.unwrap_err().code(), ErrorCode::ServerBusy);
+        runner.lookups.waiting.store(0, Ordering::Relaxed);
+        drop(slot);
+
+        let fails = |(): &(), _: &Deadline| -> Result<Ran, FsError> { Err(FsError::invalid("no")) };
+        let err =
+            runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), fails).await;
+        assert_eq!(err.unwrap_err().code(), ErrorCode::InvalidArgument);
+        let panics =
+            |(): &(), _: &Deadline| -> Result<Ran, FsError> { panic!("inside a quick call") };
+        let err =
+            runner.run_quick(CallClass::Lookup, call(), CancellationToken::new(), panics).await;
+        assert_eq!(err.unwrap_err().code(), ErrorCode::InternalError);
+        // The slot and the permit were given back.
+        assert_eq!(runner.inline.available_permits(), INLINE_SLOTS);
+        assert_eq!(runner.lookups.slots.available_permits(), 1);
+    }
+
+    #[test]
+    fn search_worker_threads_are_bounded_by_the_search_permits() {
+        let c = Concurrency { searches: 3, reads: 1, lookups: 1, busy_wait: Duration::ZERO };
+        assert!(c.search_worker_threads() <= 3 * serverfs_search::MAX_DEFAULT_WORKERS);
+        let one_core = serverfs_search::default_workers() == 1;
+        assert_eq!(c.search_worker_threads() == 0, one_core);
     }
 }

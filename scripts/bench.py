@@ -37,6 +37,12 @@ calls, timed from spawn to exit of the whole pipeline as a shell would.
   S8  read_text_file start_line=-200  vs  tail -n 200
   S9  list_directory first page (limit 500, sorted) of the 100k-entry directory  vs  ls -f
 
+serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only these):
+  D1  bash `true` x N (200) over stdio, median and p99 per call  vs  `bash -c true` spawned
+      directly by this script, in the same loop
+  D2  apply_patch of a typical 3-hunk edit (fresh copy of a 300-line file each time)  vs
+      `git apply` of the same change as a unified diff, spawned directly
+
 Clients: S1-S3 are shown twice, [sdk] with the official MCP Python SDK client (mode legacy,
 where ping exists), as issue 10 measured S1, and [raw], newline-delimited JSON-RPC written by
 this script on the same kind of stdio pipe (initialize 2025-06-18). S4-S9 use raw by default
@@ -67,6 +73,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -704,6 +711,101 @@ def compare(runners: list["Runner"], labels: list[str]) -> str:
     return "\n".join(out)
 
 
+DEV_SOURCE = "".join(f"    let value_{i} = compute({i});\n" for i in range(300))
+DEV_PATCH = (
+    "*** Begin Patch\n*** Update File: src/lib.rs\n"
+    "@@\n     let value_10 = compute(10);\n-    let value_11 = compute(11);\n+    let value_11 = compute(11) + 1;\n     let value_12 = compute(12);\n"
+    "@@\n     let value_150 = compute(150);\n-    let value_151 = compute(151);\n+    let value_151 = compute(151) + 1;\n     let value_152 = compute(152);\n"
+    "@@\n     let value_280 = compute(280);\n-    let value_281 = compute(281);\n+    let value_281 = compute(281) + 1;\n     let value_282 = compute(282);\n"
+    "*** End Patch\n"
+)
+
+
+def dev_diff() -> str:
+    """The same change as DEV_PATCH, as a unified diff for git apply."""
+    out = ["--- a/src/lib.rs\n", "+++ b/src/lib.rs\n"]
+    for n in (11, 151, 281):
+        out.append(f"@@ -{n} ,3 +{n} ,3 @@\n".replace(" ,", ","))
+        out.append(f"     let value_{n - 1} = compute({n - 1});\n")
+        out.append(f"-    let value_{n} = compute({n});\n")
+        out.append(f"+    let value_{n} = compute({n}) + 1;\n")
+        out.append(f"     let value_{n + 1} = compute({n + 1});\n")
+    return "".join(out)
+
+
+class DevStdio(RawStdio):
+    """RawStdio for serverfs-dev (one --root instead of workdirs)."""
+
+    def __init__(self, binary: str, root: Path, state: Path, errlog) -> None:
+        self.p = subprocess.Popen([binary, "--stdio", "--root", str(root), "--state-dir", str(state)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        self.pid, self.n = self.p.pid, 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "serverfs-bench", "version": "0"}})
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def p99(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(len(ys) * 0.99))]
+
+
+def run_dev(a: argparse.Namespace) -> int:
+    """D1 and D2 for serverfs-dev, each beside its anchor in the same loop."""
+    binary = a.dev_bin or str(REPO / "target" / "release" / "serverfs-dev")
+    calls = a.calls if a.calls else (50 if a.quick else 200)
+    tmp = Path(tempfile.mkdtemp(prefix="serverfs-bench-dev-"))
+    root, state = tmp / "root", tmp / "state"
+    (root / "src").mkdir(parents=True)
+    before = uptime()
+    errlog = open(tmp / "server.log", "w")
+    rows = []
+    # D1: trivial bash.
+    server = DevStdio(binary, root, state, errlog)
+    ours, anchor = [], []
+    for _ in range(calls):
+        t = time.perf_counter()
+        r = server.request("tools/call", {"name": "bash", "arguments": {"command": "true"}})
+        ours.append(time.perf_counter() - t)
+        assert not r.get("isError") and r["structuredContent"]["exit_code"] == 0, r
+        t = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], check=True)
+        anchor.append(time.perf_counter() - t)
+    rows.append(("D1 bash true", med(ours), p99(ours), med(anchor), p99(anchor), "bash -c true"))
+    # D2: a 3-hunk edit.
+    subprocess.run(["git", "init", "-q", str(tmp / "g")], check=True)
+    (tmp / "g" / "src").mkdir()
+    diff = tmp / "change.diff"
+    diff.write_text(dev_diff())
+    ours, anchor = [], []
+    expected = DEV_SOURCE.replace("compute(11);", "compute(11) + 1;").replace(
+        "compute(151);", "compute(151) + 1;").replace("compute(281);", "compute(281) + 1;")
+    for _ in range(max(10, calls // 4)):
+        (root / "src" / "lib.rs").write_text(DEV_SOURCE)
+        t = time.perf_counter()
+        r = server.request("tools/call", {"name": "apply_patch", "arguments": {"patch": DEV_PATCH}})
+        ours.append(time.perf_counter() - t)
+        assert not r.get("isError"), r
+        assert (root / "src" / "lib.rs").read_text() == expected
+        (tmp / "g" / "src" / "lib.rs").write_text(DEV_SOURCE)
+        t = time.perf_counter()
+        subprocess.run(["git", "apply", str(diff)], cwd=tmp / "g", check=True)
+        anchor.append(time.perf_counter() - t)
+        assert (tmp / "g" / "src" / "lib.rs").read_text() == expected
+    rows.append(("D2 apply_patch, 3 hunks", med(ours), p99(ours), med(anchor), p99(anchor), "git apply"))
+    rss = vm_hwm_kb(server.pid)
+    asyncio.run(server.close())
+    errlog.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    text = (f"serverfs-dev bench: {binary}; {os.cpu_count()} cpus; uptime before: {before}\n\n"
+            "| scenario | serverfs-dev median | p99 | anchor median | p99 | anchor | ratio |\n|---|---|---|---|---|---|---|\n")
+    for name, om, op, am, ap_, what in rows:
+        text += f"| {name} | {fmt_s(om)} | {fmt_s(op)} | {fmt_s(am)} | {fmt_s(ap_)} | {what} | {om / am:.2f}x |\n"
+    text += f"\nserver peak RSS {fmt_kb(rss)}; uptime after: {uptime()}\n"
+    print(text)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions: --reps 2, --calls 100, wrk 3 s once")
@@ -715,7 +817,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per scenario (default 5, --quick 2)")
     ap.add_argument("--calls", type=int, help="calls per repetition in S1-S3 (default 500, --quick 100)")
     ap.add_argument("--wrk-seconds", type=int, help="seconds per wrk run (default 10, --quick 3)")
+    ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1, D2 only")
+    ap.add_argument("--dev-bin", help="serverfs-dev binary (default target/release/serverfs-dev)")
     a = ap.parse_args()
+    if a.dev:
+        return run_dev(a)
     warnings.filterwarnings("ignore", message="ping is removed")  # the SDK's note on legacy-only ping
     a.reps = a.reps or (2 if a.quick else 5)
     a.calls = a.calls or (100 if a.quick else 500)

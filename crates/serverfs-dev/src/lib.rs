@@ -20,7 +20,6 @@ pub use project::Project;
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serverfs_core::{Root, RootOptions, SymlinkRule};
 use serverfs_tools::ReadTools;
@@ -108,18 +107,7 @@ pub fn run() -> ExitCode {
         commands.close_all().await;
         served
     });
-    // Blocking reads of a closed stdin must not hold the process open.
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    match result {
-        Ok(()) => {
-            tracing::info!(event = "stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            tracing::error!(event = "failed", error = %e);
-            ExitCode::FAILURE
-        }
-    }
+    serverfs_transport::finish(runtime, result)
 }
 
 fn config_error(line: &str) -> ExitCode {

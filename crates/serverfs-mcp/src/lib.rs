@@ -96,16 +96,5 @@ fn serve(cli: &Cli) -> ExitCode {
                 .await
         }
     });
-    // Blocking reads of a closed stdin must not hold the process open.
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    match result {
-        Ok(()) => {
-            tracing::info!(event = "stopped");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            tracing::error!(event = "failed", error = %e);
-            ExitCode::FAILURE
-        }
-    }
+    serverfs_transport::finish(runtime, result)
 }

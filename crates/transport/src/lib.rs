@@ -42,6 +42,26 @@ pub fn runtime(blocking_threads: usize) -> std::io::Result<tokio::runtime::Runti
         .build()
 }
 
+/// Ends a server: shuts `runtime` down (a blocking read of a closed stdin
+/// must not hold the process open), logs how serving ended, and gives the
+/// exit code.
+pub fn finish(
+    runtime: tokio::runtime::Runtime,
+    served: std::io::Result<()>,
+) -> std::process::ExitCode {
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
+        Ok(()) => {
+            tracing::info!(event = "stopped");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(event = "failed", error = %e);
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Cancels `shutdown` on SIGTERM or SIGINT (the HTTP server then drains).
 pub async fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};

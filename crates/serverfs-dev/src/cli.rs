@@ -33,7 +33,7 @@ pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 262_144;
 const WORKING_TREE_DENY_GLOBS: &[&str] = &[".git/**", ".serverfs-tmp-*", ".serverfs-bak-*"];
 
 /// ServerFS dev: an MCP server that lets a coding agent read, patch and
-/// write files in one project root.
+/// write files, run commands and move large files in one project root.
 #[derive(Debug, Parser)]
 #[command(name = "serverfs-dev", version, about, long_about = None)]
 pub(crate) struct Cli {
@@ -41,7 +41,7 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_ROOT", value_name = "DIR")]
     pub(crate) root: PathBuf,
 
-    /// HTTP listen address (endpoint /mcp). Loopback only unless a token is configured.
+    /// HTTP listen address (endpoint /mcp). Loopback only unless authentication (token or Cloudflare Access) is configured.
     #[arg(long, env = "SERVERFS_LISTEN", default_value = "127.0.0.1:8790")]
     pub(crate) listen: SocketAddr,
 

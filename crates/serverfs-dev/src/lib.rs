@@ -1,6 +1,8 @@
 //! `serverfs-dev`, the server a coding agent works in: one project root,
 //! the shared read tools over it, read_file, write_file and apply_patch
-//! (atomic, crash-safe), over stdio or stateless Streamable HTTP.
+//! (atomic, crash-safe), bash and shell sessions (nothing a call starts
+//! outlives it), and signed file links, over stdio or stateless Streamable
+//! HTTP behind a bearer token and/or Cloudflare Access.
 //!
 //! Start-up order is part of the contract: the configuration is checked,
 //! the root opened, and any patch a crash interrupted is settled from the

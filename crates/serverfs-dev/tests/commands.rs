@@ -357,3 +357,45 @@ async fn ten_megabytes_on_each_stream_are_cut_and_memory_stays_flat() {
     assert!(peak < 64 * 1024, "server peak RSS {peak} KiB");
     client.cancel().await.unwrap();
 }
+
+/// A long command reports progress to a client that sent a progress token
+/// (every 5 s, so a 6 s command reports at least once), then its result.
+#[test]
+fn a_long_command_reports_progress_over_stdio() {
+    let p = Project::new();
+    let mut child = p
+        .command()
+        .arg("--stdio")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    let _ = stdout.next();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
+        "arguments": {"command": "sleep 6; echo done"}, "_meta": {"progressToken": "p-1"}}}));
+    let mut progress = Vec::new();
+    let answer = loop {
+        let line = stdout.next().expect("the server answered").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "notifications/progress" {
+            progress.push(v["params"].clone());
+        } else if v["id"] == 2 {
+            break v;
+        }
+    };
+    assert_eq!(answer["result"]["structuredContent"]["stdout"], "done\n", "{answer}");
+    assert!(!progress.is_empty(), "no progress notification");
+    assert!(
+        progress.iter().all(|p| p["progressToken"] == "p-1" && p["total"] == 30.0),
+        "{progress:?}"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

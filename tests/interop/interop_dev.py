@@ -50,7 +50,9 @@ def fresh_project(base: Path, tag: str) -> Path:
     return root
 
 
-async def run_checks(client: Client, res: Results, tag: str, root: Path) -> None:
+async def run_checks(client: Client, res: Results, tag: str, root: Path, base: str | None) -> None:
+    """`base` is the server's http://host:port over HTTP (file_link exists there only)."""
+
     def chk(label: str, cond: bool, detail: Any = None) -> bool:
         return res.check(f"[{tag}] {label}", cond, detail)
 
@@ -58,7 +60,17 @@ async def run_checks(client: Client, res: Results, tag: str, root: Path) -> None
         return await client.call_tool(name, args)
 
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    chk("tools/list has every tool", set(tools) == EXPECTED_TOOLS, sorted(tools))
+    expected = EXPECTED_TOOLS | ({"file_link"} if base else set())
+    chk("tools/list has every tool", set(tools) == expected, sorted(tools))
+    if base:
+        r = await call("file_link", {"path": "app/main.py", "method": "GET", "ttl_seconds": 60})
+        url = (r.structured_content or {}).get("url", "")
+        try:
+            with urllib.request.urlopen(base + url, timeout=10) as got:
+                body = got.read().decode()
+        except (urllib.error.URLError, OSError) as e:
+            body = f"{type(e).__name__}: {e}"
+        chk("file_link GET downloads the file", body == SOURCE, body[:200])
     for name, tool in tools.items():
         chk(f"{name} has an output schema", tool.output_schema is not None)
 
@@ -102,10 +114,10 @@ async def run_checks(client: Client, res: Results, tag: str, root: Path) -> None
     chk("listing hides .git and .env", "app" in names and ".git" not in names and ".env" not in names, names)
 
 
-async def run_mode(res: Results, tag: str, make_client, root: Path) -> None:
+async def run_mode(res: Results, tag: str, make_client, root: Path, base: str | None = None) -> None:
     try:
         async with make_client() as client:
-            await run_checks(client, res, tag, root)
+            await run_checks(client, res, tag, root, base)
     except Exception as e:  # one mode's crash is a failure; the others still run
         res.check(f"[{tag}] session completed without exception", False, f"{type(e).__name__}: {e}")
 
@@ -142,8 +154,8 @@ async def main() -> int:
             root = fresh_project(tmp, tag)
             proc, port = start_http(binary, root, tmp / f"state-{mode}", log)
             procs.append(proc)
-            url = f"http://127.0.0.1:{port}/mcp"
-            await run_mode(res, tag, lambda: Client(url, mode=mode, cache=None), root)
+            base = f"http://127.0.0.1:{port}"
+            await run_mode(res, tag, lambda: Client(base + "/mcp", mode=mode, cache=None), root, base)
         for tag, mode in [("stdio/auto", "auto"), ("stdio/legacy", "legacy")]:
             root = fresh_project(tmp, tag)
             params = StdioServerParameters(

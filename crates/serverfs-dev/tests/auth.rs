@@ -7,43 +7,10 @@
 mod access;
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 
-use common::Project;
+use common::{HttpServer, Project};
 use serde_json::{Value, json};
-
-struct Server {
-    url: String,
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(mut cmd: Command) -> Server {
-    let mut child = cmd
-        .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("server exited before listening").unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["event"] == "listening" {
-            break v["address"].as_str().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { url: format!("http://{addr}/mcp"), child }
-}
 
 /// A stateless tools/call with `headers`: (HTTP status, JSON-RPC answer).
 async fn call(url: &str, headers: &[(&str, &str)], tool: &str, args: Value) -> (u16, Value) {
@@ -70,7 +37,7 @@ async fn the_token_is_required_over_http_and_not_over_stdio() {
     let p = Project::new();
     let mut cmd = p.command();
     cmd.env("SERVERFS_TOKEN", TOKEN);
-    let server = start(cmd);
+    let server = HttpServer::start_with(cmd);
     let args = json!({"path": "src/lib.rs"});
     let bearer = format!("Bearer {TOKEN}");
     let wrong = format!("Bearer {TOKEN}x");
@@ -112,7 +79,7 @@ async fn access_users_own_their_sessions() {
     cmd.env("SERVERFS_ACCESS_TEAM", access::TEAM)
         .env("SERVERFS_ACCESS_AUD", access::AUD)
         .env("SERVERFS_ACCESS_CERTS_URL", &jwks.url);
-    let server = start(cmd);
+    let server = HttpServer::start_with(cmd);
     let token_for = |email: &str| {
         let mut claims = access::claims();
         claims["email"] = json!(email);

@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{HttpServer, Project, call, error_code, ok};
+use common::{HttpServer, Project, RawStdio, call, error_code, ok};
 use serde_json::{Value, json};
 
 /// A `sleep` argument no other process has: `300.<unique digits>`.
@@ -306,31 +305,17 @@ async fn an_http_client_that_disconnects_leaves_nothing_running() {
 #[test]
 fn a_stdio_cancel_notification_kills_the_command() {
     let p = Project::new();
-    let mut child = p
-        .command()
-        .arg("--stdio")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
-    let _ = stdout.next();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut server = RawStdio::start(&p);
     let t = tag();
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
+    server
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
         "arguments": {"command": format!("(sleep {t} &); sleep {t}")}}}));
     wait_until_running(&t);
-    send(
+    server.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
     );
     assert_none_survive(&t);
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    server.finish();
 }
 
 /// Peak resident memory of `pid`, in KiB.
@@ -363,27 +348,13 @@ async fn ten_megabytes_on_each_stream_are_cut_and_memory_stays_flat() {
 #[test]
 fn a_long_command_reports_progress_over_stdio() {
     let p = Project::new();
-    let mut child = p
-        .command()
-        .arg("--stdio")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
-    let _ = stdout.next();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
+    let mut server = RawStdio::start(&p);
+    server
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
         "arguments": {"command": "sleep 6; echo done"}, "_meta": {"progressToken": "p-1"}}}));
     let mut progress = Vec::new();
     let answer = loop {
-        let line = stdout.next().expect("the server answered").unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
+        let v = server.next();
         if v["method"] == "notifications/progress" {
             progress.push(v["params"].clone());
         } else if v["id"] == 2 {
@@ -396,6 +367,5 @@ fn a_long_command_reports_progress_over_stdio() {
         progress.iter().all(|p| p["progressToken"] == "p-1" && p["total"] == 30.0),
         "{progress:?}"
     );
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    server.finish();
 }

@@ -12,13 +12,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::Project;
-use serde_json::{Value, json};
+use common::{Project, RawStdio};
+use serde_json::json;
 
 type Tree = BTreeMap<String, Vec<u8>>;
 
@@ -85,39 +84,12 @@ fn snapshot(root: &Path) -> Tree {
     tree
 }
 
-/// A server over stdio with the apply_patch call sent; returns when the
-/// call has been written.
-fn start_patching(
-    p: &Project,
-    patch: &str,
-    dry_run: bool,
-) -> (Child, impl Iterator<Item = std::io::Result<String>>) {
-    let mut child = p
-        .command()
-        .arg("--stdio")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "crash", "version": "1"}}}))
-    .unwrap();
-    let _ = lines.next();
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .unwrap();
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "apply_patch", "arguments": {"patch": patch, "dry_run": dry_run}}})
-    )
-    .unwrap();
-    // stdin stays open (moved into the child handle's keeper) until the kill.
-    std::mem::forget(stdin);
-    (child, lines)
+/// A server over stdio with the apply_patch call sent.
+fn start_patching(p: &Project, patch: &str, dry_run: bool) -> RawStdio {
+    let mut server = RawStdio::start(p);
+    server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "apply_patch", "arguments": {"patch": patch, "dry_run": dry_run}}}));
+    server
 }
 
 /// Starts the server once on the state directory (recovery runs first) and
@@ -171,32 +143,32 @@ fn a_sigkill_at_any_moment_leaves_the_tree_before_or_after() {
     seed_tree(&p);
     let before = snapshot(&p.root());
     let started = Instant::now();
-    let (mut child, mut lines) = start_patching(&p, &patch, true);
-    let _ = lines.next();
+    let mut server = start_patching(&p, &patch, true);
+    let _ = server.next();
     let planned = started.elapsed();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
     let started = Instant::now();
-    let (mut child, mut lines) = start_patching(&p, &patch, false);
-    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let mut server = start_patching(&p, &patch, false);
+    let answer = server.next();
     let full = started.elapsed();
     assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
     let after = snapshot(&p.root());
     assert_ne!(before, after);
 
     let (mut saw_before, mut saw_after, mut recovered) = (0, 0, 0);
     for i in 0..iterations {
         seed_tree(&p);
-        let (mut child, _lines) = start_patching(&p, &patch, false);
+        let mut server = start_patching(&p, &patch, false);
         // Uniform from just before the commit starts to just after it ends,
         // so most kills land inside it.
         let from = planned.as_micros() as u64 * 3 / 4;
         let window = (full.as_micros() as u64 * 5 / 4).saturating_sub(from) + 1;
         std::thread::sleep(Duration::from_micros(from + rng.next() % window));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
         recovered += usize::from(restart_and_recover(&p));
         let tree = snapshot(&p.root());
         if tree == before {

@@ -5,16 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, Project, call, ok};
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
+use common::{Client, HttpServer, Project, call, ok};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "links-test-token-0123456789abcdef";
@@ -22,30 +19,18 @@ const TOKEN: &str = "links-test-token-0123456789abcdef";
 /// serverfs-dev over HTTP with extra flags and, optionally, a token.
 struct Server {
     addr: String,
-    child: Child,
+    http: HttpServer,
 }
 
 impl Server {
     fn start(p: &Project, args: &[&str], token: Option<&str>) -> Self {
         let mut cmd = p.command();
-        cmd.args(["--listen", "127.0.0.1:0"]).args(args);
+        cmd.args(args);
         if let Some(token) = token {
             cmd.env("SERVERFS_TOKEN", token);
         }
-        let mut child =
-            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            assert!(Instant::now() < deadline, "server did not start");
-            let line = lines.next().expect("server exited before listening").unwrap();
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["event"] == "listening" {
-                break v["address"].as_str().unwrap().to_owned();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { addr, child }
+        let http = HttpServer::start_with(cmd);
+        Self { addr: http.addr.clone(), http }
     }
 
     fn url(&self, path_and_query: &str) -> String {
@@ -53,14 +38,7 @@ impl Server {
     }
 
     async fn client(&self) -> Client {
-        let transport = StreamableHttpClientTransport::from_uri(self.url("/mcp"));
-        serve_client_with_lifecycle(
-            rmcp::model::ClientConfig::default(),
-            transport,
-            ClientLifecycleMode::Initialize,
-        )
-        .await
-        .unwrap()
+        self.http.client().await
     }
 
     /// A signed link's path and query.
@@ -68,13 +46,6 @@ impl Server {
         let v = ok(client, "file_link", json!({"path": path, "method": method})).await;
         assert_eq!(v["method"], method);
         v["url"].as_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -552,8 +523,7 @@ async fn a_killed_server_leaves_the_old_file_and_the_next_start_sweeps_the_tempo
         assert!(Instant::now() < deadline, "the upload never started: {:?}", leftovers(&p));
         std::thread::sleep(Duration::from_millis(20));
     }
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.http.kill();
     drop(s);
     assert!(!leftovers(&p).is_empty());
     let _again = Server::start(&p, &[], Some(TOKEN));

@@ -87,13 +87,19 @@ impl Project {
 /// A running serverfs-dev over HTTP on an ephemeral loopback port.
 pub struct HttpServer {
     pub url: String,
+    /// `host:port`.
+    pub addr: String,
     child: Child,
 }
 
 impl HttpServer {
     pub fn start(project: &Project) -> Self {
-        let mut child = project
-            .command()
+        Self::start_with(project.command())
+    }
+
+    /// Starts `cmd` (a server command line) on an ephemeral loopback port.
+    pub fn start_with(mut cmd: Command) -> Self {
+        let mut child = cmd
             .args(["--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -112,11 +118,17 @@ impl HttpServer {
         };
         // Keep draining the log so the server never blocks on stderr.
         std::thread::spawn(move || lines.for_each(drop));
-        Self { url: format!("http://{addr}/mcp"), child }
+        Self { url: format!("http://{addr}/mcp"), addr, child }
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// SIGKILLs the server and reaps it.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     pub async fn client(&self) -> Client {
@@ -135,6 +147,54 @@ impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A server over stdio driven with raw JSON-RPC lines (for what rmcp's
+/// client does not expose: notifications/cancelled, progress, a kill at an
+/// exact moment), already initialized (2025-06-18).
+pub struct RawStdio {
+    pub child: Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl RawStdio {
+    pub fn start(project: &Project) -> Self {
+        let mut child = project
+            .command()
+            .arg("--stdio")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut raw = Self { child, stdin, lines };
+        raw.send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+        raw.next();
+        raw.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    pub fn send(&mut self, message: Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{message}").unwrap();
+    }
+
+    /// The next message from the server.
+    pub fn next(&mut self) -> Value {
+        let line = self.lines.next().expect("the server answered").unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Closes stdin and waits: the server must exit 0.
+    pub fn finish(self) {
+        let Self { mut child, stdin, .. } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
     }
 }
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Real MCP clients, no model: Codex CLI's `app-server` lists and calls every
+# tool of both servers (stdio and Streamable HTTP, codex_app_server.py), and
+# Claude Code's `claude mcp list` health-checks both over stdio and HTTP.
+# The clients are pinned in package.json / package-lock.json and installed
+# from the npm registry into tests/clients/node_modules.
+#
+#   tests/clients/run.sh       # uses target/release/serverfs-{mcp,dev}
+#   SERVERFS_BIN=… SERVERFS_DEV_BIN=… tests/clients/run.sh
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+mcp_bin="$(realpath "${SERVERFS_BIN:-$repo/target/release/serverfs-mcp}")"
+dev_bin="$(realpath "${SERVERFS_DEV_BIN:-$repo/target/release/serverfs-dev}")"
+
+(cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+codex="$here/node_modules/.bin/codex"
+claude="$here/node_modules/.bin/claude"
+echo "clients: $("$codex" --version), Claude Code $("$claude" --version)"
+
+python3 "$here/codex_app_server.py" --codex "$codex" --mcp "$mcp_bin" --dev "$dev_bin"
+
+# Claude Code: a throw-away HOME holds its user config.
+tmp="$(mktemp -d)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+mkdir -p "$tmp/home" "$tmp/project"
+echo "# demo" > "$tmp/project/README.md"
+token="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+install -m 600 /dev/null "$tmp/token"; printf '%s' "$token" > "$tmp/token"
+
+port_of() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_healthy() {
+  for _ in $(seq 600); do
+    curl -fsS "http://127.0.0.1:$1/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "server on port $1 never became healthy"; return 1
+}
+mcp_port="$(port_of)"; dev_port="$(port_of)"
+"$mcp_bin" --workdir "work=$tmp/project" --listen "127.0.0.1:$mcp_port" --token-file "$tmp/token" 2>"$tmp/mcp.log" & pids+=($!)
+"$dev_bin" --root "$tmp/project" --listen "127.0.0.1:$dev_port" --token-file "$tmp/token" --state-dir "$tmp/state-http" 2>"$tmp/dev.log" & pids+=($!)
+wait_healthy "$mcp_port"; wait_healthy "$dev_port"
+
+claude_home() { HOME="$tmp/home" "$claude" "$@"; }
+claude_home mcp add -s user ro-stdio "$mcp_bin" -- --stdio --workdir "work=$tmp/project" >/dev/null
+claude_home mcp add -s user dev-stdio "$dev_bin" -- --stdio --root "$tmp/project" --state-dir "$tmp/state-stdio" >/dev/null
+claude_home mcp add -s user --transport http ro-http "http://127.0.0.1:$mcp_port/mcp" --header "Authorization: Bearer $token" >/dev/null
+claude_home mcp add -s user --transport http dev-http "http://127.0.0.1:$dev_port/mcp" --header "Authorization: Bearer $token" >/dev/null
+# Negative control: a wrong token must not show as connected.
+claude_home mcp add -s user --transport http wrong-token "http://127.0.0.1:$mcp_port/mcp" --header "Authorization: Bearer not-the-token" >/dev/null
+list="$(claude_home mcp list 2>&1)"
+printf '%s\n' "$list" | sed 's/Bearer [0-9a-f]*/Bearer …/'
+
+pass=0; fail=0
+for name in ro-stdio dev-stdio ro-http dev-http; do
+  if printf '%s\n' "$list" | grep -E "^$name: .*Connected" >/dev/null; then pass=$((pass+1)); echo "ok   claude: $name connected"
+  else fail=$((fail+1)); echo "FAIL claude: $name not connected"; fi
+done
+if printf '%s\n' "$list" | grep -E "^wrong-token: .*Connected" >/dev/null; then
+  fail=$((fail+1)); echo "FAIL claude: a wrong token showed as connected"
+else pass=$((pass+1)); echo "ok   claude: a wrong token is not connected"; fi
+echo "claude mcp list: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]

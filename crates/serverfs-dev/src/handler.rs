@@ -21,7 +21,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
-use serverfs_exec::Owner;
+use serverfs_exec::{Outcome, Owner, ReadOutput, SessionInfo};
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
@@ -32,9 +32,8 @@ use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{
-    BashArgs, BashResult, Commands, ShellCloseArgs, ShellInfo, ShellList, ShellListArgs,
-    ShellOpenArgs, ShellOpened, ShellReadArgs, ShellReadResult, ShellWriteArgs, ShellWritten,
-    logged,
+    BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs, ShellOpened,
+    ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
 };
 use crate::links::{FileLinkArgs, FileLinkResult, Links};
 use crate::patching::{ApplyPatchArgs, ApplyPatchResult};
@@ -302,14 +301,14 @@ impl DevServer {
     #[tool(
         description = "Run a command line with bash (bash --noprofile --norc -c) in a directory of the project (workdir, default the root), with a minimal environment (PATH, HOME, LANG, TMPDIR). Each call is a fresh shell: cd and export do not carry over. When it ends, times out (timeout_seconds, 1-600, default 30) or is cancelled, everything it started is killed, background jobs included. Returns exit_code (null when killed by a signal), stdout and stderr (first 16,000 characters each). A non-zero exit is a result, not an error.",
         input_schema = input_schema::<BashArgs>(),
-        output_schema = output_schema::<BashResult>(),
+        output_schema = output_schema::<Outcome>(),
         title = "Run bash",
     )]
     async fn bash(
         &self,
         args: Args<BashArgs>,
         context: RequestContext<RoleServer>,
-    ) -> ToolResult<BashResult> {
+    ) -> ToolResult<Outcome> {
         let args = args.accept("bash")?;
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
         let progress = context.meta.get_progress_token().map(|token| {
@@ -369,7 +368,7 @@ impl DevServer {
     #[tool(
         description = "Read a shell session's output (stdout and stderr together) from an absolute byte offset: start at 0, then pass next_offset. wait_ms waits for output when there is none yet. exited and exit_code (or signal) tell when the shell has ended.",
         input_schema = input_schema::<ShellReadArgs>(),
-        output_schema = output_schema::<ShellReadResult>(),
+        output_schema = output_schema::<ReadOutput>(),
         title = "Read shell session",
     )]
     async fn shell_read(
@@ -377,7 +376,7 @@ impl DevServer {
         args: Args<ShellReadArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellReadResult> {
+    ) -> ToolResult<ReadOutput> {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
@@ -388,7 +387,7 @@ impl DevServer {
     #[tool(
         description = "Close a shell session: the shell and everything it started are killed.",
         input_schema = input_schema::<ShellCloseArgs>(),
-        output_schema = output_schema::<ShellInfo>(),
+        output_schema = output_schema::<SessionInfo>(),
         title = "Close shell session",
     )]
     async fn shell_close(
@@ -396,7 +395,7 @@ impl DevServer {
         args: Args<ShellCloseArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellInfo> {
+    ) -> ToolResult<SessionInfo> {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;

@@ -29,6 +29,7 @@ use serverfs_tools::schema::{
     input_schema, output_schema, publish_configured_maxima,
 };
 use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
+use serverfs_write::PatchReport;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{
@@ -36,8 +37,9 @@ use crate::commands::{
     ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
 };
 use crate::links::{FileLinkArgs, FileLinkResult, Links};
-use crate::patching::{ApplyPatchArgs, ApplyPatchResult};
-use crate::project::{Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult};
+use crate::project::{
+    ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult,
+};
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS dev gives you one project directory to work in. \
@@ -283,17 +285,17 @@ impl DevServer {
     #[tool(
         description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created.",
         input_schema = input_schema::<ApplyPatchArgs>(),
-        output_schema = output_schema::<ApplyPatchResult>(),
+        output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",
     )]
     async fn apply_patch(
         &self,
         args: Args<ApplyPatchArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ApplyPatchResult> {
+    ) -> ToolResult<PatchReport> {
         let args = args.accept("apply_patch")?;
         self.on(CallClass::Read, "apply_patch", String::new(), ct, move |p, deadline| {
-            p.apply_patch(&args, deadline)
+            p.writer().apply_patch(&args.patch, args.dry_run, deadline)
         })
         .await
     }

@@ -29,6 +29,7 @@ use serverfs_tools::schema::{
     input_schema, output_schema, publish_configured_maxima,
 };
 use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
+use serverfs_transfer::{FileLinkArgs, FileLinkResult, Links};
 use serverfs_write::PatchReport;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +37,6 @@ use crate::commands::{
     BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs, ShellOpened,
     ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
 };
-use crate::links::{FileLinkArgs, FileLinkResult, Links};
 use crate::project::{
     ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult,
 };
@@ -444,7 +444,8 @@ impl DevServer {
             return Err("INVALID_ARGUMENT: file_link is only available over HTTP.".to_owned());
         };
         let path = args.path.clone();
-        self.on(CallClass::Lookup, "file_link", path, ct, move |p, _| links.link(p, &args)).await
+        self.on(CallClass::Lookup, "file_link", path, ct, move |p, _| links.link(p.writer(), &args))
+            .await
     }
 }
 

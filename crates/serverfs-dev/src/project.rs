@@ -25,14 +25,14 @@ pub const READ_FILE_MAX_CHARS: usize = 16_000;
 pub struct Project {
     root: Arc<Root>,
     tools: ReadTools,
-    writer: Writer,
+    writer: Arc<Writer>,
     max_file_bytes: u64,
 }
 
 impl Project {
     /// Works in `writer`'s root with the read `tools`; files over
     /// `max_file_bytes` are neither read whole nor written.
-    pub fn new(writer: Writer, tools: ReadTools, max_file_bytes: u64) -> Self {
+    pub fn new(writer: Arc<Writer>, tools: ReadTools, max_file_bytes: u64) -> Self {
         Self { root: Arc::clone(writer.root()), tools, writer, max_file_bytes }
     }
 
@@ -46,8 +46,8 @@ impl Project {
         &self.tools
     }
 
-    /// The writer (patches are committed through it).
-    pub fn writer(&self) -> &Writer {
+    /// The writer (patches and uploads are committed through it).
+    pub fn writer(&self) -> &Arc<Writer> {
         &self.writer
     }
 

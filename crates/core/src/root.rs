@@ -1,7 +1,8 @@
 //! [`Root`]: one directory handle with its display name, policy and symlink
-//! rule — the only way to reach a file in ServerFS. Every filesystem access
-//! of every tool goes through a root's [`Root::locate`] and one of its
-//! operations.
+//! rule — the only way a ServerFS tool reaches a file. Every filesystem
+//! access of every file tool goes through a root's [`Root::locate`] and one
+//! of its operations. (A command serverfs-dev runs reaches files as the OS
+//! lets it; only its working directory comes from a root.)
 //!
 //! Guarantees:
 //! - A client path is parsed and normalised ([`RelPath`]) and checked
@@ -23,11 +24,12 @@
 //!   escapes, but a FIFO swapped in between the two opens is opened.)
 //! - The API hands out no raw directory descriptor and no raw `stat`:
 //!   callers get [`Meta`], a [`File`] opened for reading, a [`WalkRoot`]
-//!   path for walkers, and — the one seam for a write crate —
+//!   path for walkers and command workdirs, and — the one seam for a write crate —
 //!   [`Root::open_parent`], whose parent is resolved without following any
 //!   link whatever the rule (SPEC §3: writes never follow a symlink).
-//! - Every errno is mapped to an [`ErrorCode`] in one place
-//!   ([`errno_error`]); messages name paths only as `name:/relative`.
+//! - Every errno is mapped to an [`ErrorCode`] by the workspace's one map
+//!   ([`errno_error`], shared with serverfs-write); messages name paths
+//!   only as `name:/relative`.
 
 use std::fmt;
 use std::fs::File;

@@ -16,18 +16,22 @@
 
 pub mod deadline;
 pub mod entries;
+pub mod errno;
 pub mod error;
 mod meta;
 pub mod path;
 pub mod policy;
+mod reported;
 mod resolve;
 mod root;
 pub mod text;
 
 pub use deadline::{Deadline, Stop};
+pub use errno::errno_error;
 pub use error::{ErrorCode, FsError};
 pub use meta::{EntryKind, Meta};
 pub use path::RelPath;
 pub use policy::Policy;
+pub use reported::Reported;
 pub use resolve::{ResolveMode, SymlinkRule};
 pub use root::{Location, Name, ParentDir, Root, RootError, RootOptions, WalkRoot};

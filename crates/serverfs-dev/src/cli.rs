@@ -96,7 +96,7 @@ pub(crate) struct Cli {
 
     /// File transfer (file_link, /files).
     #[command(flatten)]
-    links: crate::links::LinkSettings,
+    links: serverfs_transfer::LinkSettings,
 }
 
 /// Everything the server needs, validated.
@@ -113,7 +113,7 @@ pub(crate) struct Config {
     pub(crate) http: HttpConfig,
     /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
-    pub(crate) links: crate::links::LinkConfig,
+    pub(crate) links: serverfs_transfer::LinkConfig,
 }
 
 impl Cli {

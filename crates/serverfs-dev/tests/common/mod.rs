@@ -7,17 +7,18 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
-use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::model::ClientConfig;
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
+// Not every test binary uses both.
+#[allow(unused_imports)]
+pub use serverfs_test_support::{Client, call, ok};
+use serverfs_test_support::{Listening, code_of, error_text, listen};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-dev");
-
-pub type Client = RunningService<RoleClient, ClientConfig>;
 
 /// `<tmp>/project` (the root), `<tmp>/state`, `<tmp>/outside`.
 pub struct Project {
@@ -98,26 +99,10 @@ impl HttpServer {
     }
 
     /// Starts `cmd` (a server command line) on an ephemeral loopback port.
-    pub fn start_with(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            assert!(Instant::now() < deadline, "server did not start");
-            let line = lines.next().expect("server exited before listening").unwrap();
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["event"] == "listening" {
-                break v["address"].as_str().unwrap().to_owned();
-            }
-        };
+    pub fn start_with(cmd: Command) -> Self {
+        let Listening { child, addr, log } = listen(cmd, Duration::from_secs(30));
         // Keep draining the log so the server never blocks on stderr.
-        std::thread::spawn(move || lines.for_each(drop));
+        std::thread::spawn(move || log.for_each(drop));
         Self { url: format!("http://{addr}/mcp"), addr, child }
     }
 
@@ -198,35 +183,9 @@ impl RawStdio {
     }
 }
 
-/// Calls a tool; returns (is_error, structured content or the error text).
-pub async fn call(client: &Client, tool: &str, args: Value) -> (bool, Value) {
-    let result: CallToolResult = client
-        .call_tool(
-            CallToolRequestParams::new(tool.to_owned())
-                .with_arguments(args.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    if result.is_error.unwrap_or(false) {
-        let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
-        (true, text)
-    } else {
-        (false, result.structured_content.clone().expect("structuredContent"))
-    }
-}
-
-/// The structured result of a call that must succeed.
-pub async fn ok(client: &Client, tool: &str, args: Value) -> Value {
-    let (is_error, v) = call(client, tool, args.clone()).await;
-    assert!(!is_error, "{tool} {args} failed: {v}");
-    v
-}
-
 /// The error code of a call that must fail (and never show a host path).
 pub async fn error_code(client: &Client, tool: &str, args: Value, host: &Path) -> String {
-    let (is_error, v) = call(client, tool, args.clone()).await;
-    assert!(is_error, "{tool} {args} unexpectedly succeeded: {v}");
-    let text = v.as_str().unwrap();
+    let text = error_text(client, tool, args).await;
     assert!(!text.contains(&*host.to_string_lossy()), "host path leaked: {text}");
-    text.split(':').next().unwrap().to_owned()
+    code_of(&text)
 }

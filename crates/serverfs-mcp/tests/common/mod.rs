@@ -3,18 +3,20 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::model::{ClientConfig, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::Value;
+// Not every test binary uses both.
+#[allow(unused_imports)]
+pub use serverfs_test_support::{Client, call, error_code};
+use serverfs_test_support::{Listening, listen};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-mcp");
 
@@ -111,27 +113,9 @@ impl HttpServer {
     }
 
     fn spawn(mut cmd: Command, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = cmd
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            assert!(Instant::now() < deadline, "server did not start");
-            let line = lines.next().expect("server exited before listening").unwrap();
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["event"] == "listening" {
-                break v["address"].as_str().unwrap().to_owned();
-            }
-        };
-        let log = Log::collect(lines);
+        cmd.args(args).envs(env.iter().copied());
+        let Listening { child, addr, log } = listen(cmd, Duration::from_secs(20));
+        let log = Log::collect(log);
         Self { url: format!("http://{addr}/mcp"), addr, child, log }
     }
 
@@ -146,8 +130,6 @@ impl Drop for HttpServer {
         let _ = self.child.wait();
     }
 }
-
-pub type Client = RunningService<RoleClient, ClientConfig>;
 
 pub fn lifecycles() -> Vec<(&'static str, ClientLifecycleMode)> {
     vec![
@@ -181,32 +163,6 @@ pub async fn try_http_client(
     serve_client_with_lifecycle(ClientConfig::default(), transport, lifecycle)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// Calls a tool; returns (is_error, structured content or the error text).
-pub async fn call(client: &Client, tool: &str, args: Value) -> (bool, Value) {
-    let result: CallToolResult = client
-        .call_tool(
-            CallToolRequestParams::new(tool.to_owned())
-                .with_arguments(args.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    let is_error = result.is_error.unwrap_or(false);
-    if is_error {
-        let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
-        (true, text)
-    } else {
-        (false, result.structured_content.clone().expect("structuredContent"))
-    }
-}
-
-/// The error code of a failed call, asserting it failed.
-pub async fn error_code(client: &Client, tool: &str, args: Value) -> String {
-    let (is_error, v) = call(client, tool, args.clone()).await;
-    assert!(is_error, "{tool} {args} unexpectedly succeeded: {v}");
-    let text = v.as_str().unwrap();
-    text.split(':').next().unwrap().to_owned()
 }
 
 pub fn assert_no_host_path(haystack: &str, root: &Path) {

@@ -1,0 +1,109 @@
+//! Helpers shared by the end-to-end tests of both binaries (a
+//! dev-dependency only, never in a shipped graph): start the real binary
+//! over HTTP on an ephemeral loopback port, and call its tools through the
+//! real rmcp client.
+//!
+//! Each binary's `tests/common` keeps only what is its own (its fixture
+//! tree, its command line); the pieces here are the ones both had copies
+//! of.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
+use rmcp::service::RunningService;
+use serde_json::Value;
+
+/// A connected rmcp client.
+pub type Client = RunningService<RoleClient, ClientConfig>;
+
+/// A server started by [`listen`]: the child, its `host:port`, and the
+/// rest of its stderr (JSON log lines) for the caller to drain.
+pub struct Listening {
+    /// The server process.
+    pub child: Child,
+    /// `host:port` it listens on.
+    pub addr: String,
+    /// Its stderr after the `listening` line; keep draining it, or the
+    /// server blocks on a full pipe.
+    pub log: Lines<BufReader<ChildStderr>>,
+}
+
+/// Starts `cmd` with `--listen 127.0.0.1:0` and waits (up to `startup`, a
+/// safety net) for its `listening` log line.
+///
+/// # Panics
+/// When the server exits or does not listen in time.
+pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
+    let mut child = cmd
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let mut log = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+    let deadline = Instant::now() + startup;
+    let addr = loop {
+        assert!(Instant::now() < deadline, "server did not start");
+        let line = log.next().expect("server exited before listening").expect("a log line");
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["event"] == "listening" {
+            break v["address"].as_str().expect("an address").to_owned();
+        }
+    };
+    Listening { child, addr, log }
+}
+
+/// Calls a tool; returns (is_error, structured content or the error text).
+///
+/// # Panics
+/// When `args` is not an object or the request itself fails.
+pub async fn call(client: &Client, tool: &str, args: Value) -> (bool, Value) {
+    let arguments = args.as_object().expect("arguments are an object").clone();
+    let result: CallToolResult = client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .expect("the request is answered");
+    if result.is_error.unwrap_or(false) {
+        let text = serde_json::to_value(&result.content).expect("content")[0]["text"].clone();
+        (true, text)
+    } else {
+        (false, result.structured_content.clone().expect("structuredContent"))
+    }
+}
+
+/// The structured result of a call that must succeed.
+///
+/// # Panics
+/// When the call fails.
+pub async fn ok(client: &Client, tool: &str, args: Value) -> Value {
+    let (is_error, v) = call(client, tool, args.clone()).await;
+    assert!(!is_error, "{tool} {args} failed: {v}");
+    v
+}
+
+/// The `CODE: message` text of a call that must fail.
+///
+/// # Panics
+/// When the call succeeds.
+pub async fn error_text(client: &Client, tool: &str, args: Value) -> String {
+    let (is_error, v) = call(client, tool, args.clone()).await;
+    assert!(is_error, "{tool} {args} unexpectedly succeeded: {v}");
+    v.as_str().expect("error text").to_owned()
+}
+
+/// The error code of a call that must fail.
+///
+/// # Panics
+/// When the call succeeds.
+pub async fn error_code(client: &Client, tool: &str, args: Value) -> String {
+    code_of(&error_text(client, tool, args).await)
+}
+
+/// The code of a `CODE: message` text.
+pub fn code_of(text: &str) -> String {
+    text.split(':').next().unwrap_or_default().to_owned()
+}

@@ -69,6 +69,7 @@ mod capped;
 mod limit;
 mod policy;
 mod run;
+mod sandbox;
 mod session;
 mod spawn;
 mod status;
@@ -80,6 +81,7 @@ pub use run::{
     CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
     Outcome, Progress, ProgressFn, check_timeout, run,
 };
+pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
 pub use spawn::{ChildEnv, adopt_orphans};
 pub use status::signal_name;

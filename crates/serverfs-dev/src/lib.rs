@@ -57,6 +57,18 @@ pub fn run() -> ExitCode {
         eprintln!("serverfs-dev: cannot harden the process: {e}");
         return ExitCode::FAILURE;
     }
+    // The sandbox is checked once here, in a thread of its own (the server
+    // itself is never restricted); the log says what it enforces.
+    match &config.sandbox {
+        Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
+            Ok(active) => tracing::info!(event = "sandbox", active = %active),
+            Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
+        },
+        None => tracing::warn!(
+            event = "sandbox",
+            active = "off (--sandbox off): commands can write anywhere this user can"
+        ),
+    }
     let supervisor = match std::env::current_exe() {
         Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
         Err(e) => {
@@ -78,7 +90,12 @@ pub fn run() -> ExitCode {
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
         let policy = config.command_policy;
-        let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
+        let commands = Arc::new(Commands::new(
+            supervisor,
+            policy,
+            config.max_concurrent_commands,
+            config.sandbox,
+        ));
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);

@@ -14,27 +14,11 @@ use serverfs_core::ErrorCode;
 use serverfs_exec::{Owner, SandboxConfig, SessionConfig, Sessions, adopt_orphans, run};
 use tokio_util::sync::CancellationToken;
 
-/// Python: steal fd 0 (the control channel) of the process `sys.argv[1]`,
-/// forge a status line, SIGKILL it. Prints what happened.
-const FORGE: &str = r#"
-import ctypes, os, signal, sys
-sup = int(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-try:
-    pidfd = os.pidfd_open(sup)
-except OSError as e:
-    print("pidfd_open failed", e.errno); sys.exit(3)
-fd = libc.syscall(438, pidfd, 0, 0)
-if fd < 0:
-    print("pidfd_getfd failed", ctypes.get_errno()); sys.exit(4)
-os.write(fd, b"exit 0\n")
-try:
-    os.kill(sup, signal.SIGKILL)
-except OSError as e:
-    print("kill failed", e.errno); sys.exit(5)
-print("forged")
-"#;
+/// The attack script (shared with serverfs-dev's end-to-end test).
+const FORGE: &str = include_str!("forge.py");
 
+/// Leaves `setsid sleep 300.<t>`, attacks the supervisor (bash's parent),
+/// then runs `sleep 301.<t>` in the foreground.
 fn attack(t: &str) -> String {
     format!("setsid sleep 300.{t} & /usr/bin/python3 -c '{FORGE}' $PPID; sleep 301.{t}")
 }
@@ -63,6 +47,7 @@ async fn forged_status_after_bash_leaves_no_survivor_and_is_not_believed() {
     s.timeout_seconds = 3;
     let out = run(s, &CancellationToken::new(), None).await.unwrap();
     assert!(out.stdout.contains("pidfd_getfd failed"), "{out:?}");
+    assert!(out.stdout.contains("kill failed"), "{out:?}");
     assert!(out.timed_out, "{out:?}");
     assert_none(&t);
 

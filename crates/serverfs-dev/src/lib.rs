@@ -99,11 +99,15 @@ pub fn run() -> ExitCode {
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
         let served = if stdio {
-            serverfs_transport::serve_stdio(server).await
+            // SIGTERM/SIGINT end a stdio server cleanly too (exit 0).
+            tokio::select! {
+                served = serverfs_transport::serve_stdio(server) => served,
+                () = shutdown.cancelled() => Ok(()),
+            }
         } else {
-            let shutdown = CancellationToken::new();
-            tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
             // File transfer: file_link and /files (HTTP only), guarded by
             // their signatures or the bearer token.
             let links = match links::Links::new(config.links) {
@@ -130,7 +134,10 @@ pub fn run() -> ExitCode {
 }
 
 fn config_error(line: &str) -> ExitCode {
-    eprintln!("serverfs-dev: config error: {line}");
+    use std::io::Write;
+    // After the log lines already queued; never a panic if stderr is gone.
+    serverfs_transport::flush_logs(std::time::Duration::from_secs(1));
+    let _ = writeln!(std::io::stderr(), "serverfs-dev: config error: {line}");
     ExitCode::from(2)
 }
 

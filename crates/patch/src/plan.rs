@@ -26,7 +26,9 @@
 //! Cost: a search is O(file lines × hunk lines) per pass, which is bounded
 //! by the server's file cap (256 KiB) and patch cap (1 MiB).
 
-use crate::error::{PatchError, PatchErrorCode, quote};
+use serverfs_core::ErrorCode;
+
+use crate::error::{PatchError, quote};
 use crate::{Hunk, HunkLine, MatchPass};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -88,7 +90,7 @@ pub fn plan_update(
     };
     let text = std::str::from_utf8(body).map_err(|e| {
         PatchError::new(
-            PatchErrorCode::UnsupportedTextEncoding,
+            ErrorCode::UnsupportedTextEncoding,
             format!(
                 "{}: the file is not UTF-8 text (invalid byte at offset {}); apply_patch edits \
                  UTF-8 text only",
@@ -285,7 +287,7 @@ impl Where<'_> {
             numbers.push("…".to_owned());
         }
         PatchError::new(
-            PatchErrorCode::PatchContextAmbiguous,
+            ErrorCode::PatchContextAmbiguous,
             format!(
                 "{}: {} found at {} places ({} match): lines {}; add context lines (or an '@@' \
                  line naming the enclosing block) so that it matches exactly one place",
@@ -323,7 +325,7 @@ impl Where<'_> {
             ""
         };
         PatchError::new(
-            PatchErrorCode::PatchContextNotFound,
+            ErrorCode::PatchContextNotFound,
             format!(
                 "{}: {} not found {place}, even ignoring whitespace and typographic quotes, \
                  dashes and spaces{hint}; re-read the file and write the patch against its \
@@ -361,7 +363,7 @@ fn candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PatchErrorCode::*;
+    use serverfs_core::ErrorCode::*;
 
     fn hunk(contexts: &[&str], body: &str) -> Hunk {
         let lines = body
@@ -392,7 +394,7 @@ mod tests {
         Ok((String::from_utf8(planned.bytes).unwrap(), reports))
     }
 
-    fn fails(file: &str, hunks: &[Hunk], code: PatchErrorCode, needle: &str) {
+    fn fails(file: &str, hunks: &[Hunk], code: ErrorCode, needle: &str) {
         let e = plan(file, hunks).unwrap_err();
         assert_eq!(e.code(), code, "{e}");
         assert!(e.message().contains(needle), "{:?} lacks {needle:?}", e.message());

@@ -132,7 +132,7 @@ pub(crate) struct Cli {
 
     /// File transfer (file_link, /files).
     #[command(flatten)]
-    links: crate::links::LinkSettings,
+    links: serverfs_transfer::LinkSettings,
 }
 
 /// Everything the server needs, validated.
@@ -149,7 +149,7 @@ pub(crate) struct Config {
     pub(crate) http: HttpConfig,
     /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
-    pub(crate) links: crate::links::LinkConfig,
+    pub(crate) links: serverfs_transfer::LinkConfig,
     /// The commands' sandbox; `None` with `--sandbox off`.
     pub(crate) sandbox: Option<serverfs_exec::SandboxConfig>,
 }

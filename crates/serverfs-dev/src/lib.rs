@@ -12,8 +12,6 @@
 mod cli;
 pub mod commands;
 mod handler;
-pub mod links;
-pub mod patching;
 pub mod project;
 
 pub use commands::Commands;
@@ -110,7 +108,7 @@ pub fn run() -> ExitCode {
         } else {
             // File transfer: file_link and /files (HTTP only), guarded by
             // their signatures or the bearer token.
-            let links = match links::Links::new(config.links) {
+            let links = match serverfs_transfer::Links::new(config.links) {
                 Ok(links) => Arc::new(links),
                 Err(e) => {
                     commands.close_all().await;
@@ -118,7 +116,8 @@ pub fn run() -> ExitCode {
                 }
             };
             let server = server.with_file_links(Arc::clone(&links));
-            let routes = links::router(project, links, config.http.auth.clone());
+            let writer = Arc::clone(project.writer());
+            let routes = serverfs_transfer::router(writer, links, config.http.auth.clone());
             let guard = match config.auth {
                 Some(auth) => McpGuard::new(auth.methods(), move |mcp| mcp.route_layer(auth)),
                 None => McpGuard::none(),
@@ -171,5 +170,5 @@ fn open_project(config: &Config) -> Result<Project, String> {
         resolver = ?writer.root().mode(),
         max_file_bytes = config.max_file_bytes,
     );
-    Ok(Project::new(writer, ReadTools::new(config.limits.clone()), config.max_file_bytes))
+    Ok(Project::new(Arc::new(writer), ReadTools::new(config.limits.clone()), config.max_file_bytes))
 }

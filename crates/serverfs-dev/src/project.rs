@@ -25,14 +25,14 @@ pub const READ_FILE_MAX_CHARS: usize = 16_000;
 pub struct Project {
     root: Arc<Root>,
     tools: ReadTools,
-    writer: Writer,
+    writer: Arc<Writer>,
     max_file_bytes: u64,
 }
 
 impl Project {
     /// Works in `writer`'s root with the read `tools`; files over
     /// `max_file_bytes` are neither read whole nor written.
-    pub fn new(writer: Writer, tools: ReadTools, max_file_bytes: u64) -> Self {
+    pub fn new(writer: Arc<Writer>, tools: ReadTools, max_file_bytes: u64) -> Self {
         Self { root: Arc::clone(writer.root()), tools, writer, max_file_bytes }
     }
 
@@ -46,8 +46,8 @@ impl Project {
         &self.tools
     }
 
-    /// The writer (patches are committed through it).
-    pub fn writer(&self) -> &Writer {
+    /// The writer (patches and uploads are committed through it).
+    pub fn writer(&self) -> &Arc<Writer> {
         &self.writer
     }
 
@@ -225,6 +225,16 @@ pub struct WriteFileArgs {
     /// overwrite: create, or replace an existing file keeping its permissions.
     #[serde(default)]
     pub mode: WriteMode,
+}
+
+/// Arguments of apply_patch (committed by [`Writer::apply_patch`]).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApplyPatchArgs {
+    /// The patch, from *** Begin Patch to *** End Patch.
+    pub patch: String,
+    /// Plan and check everything, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// Result of write_file.

@@ -568,3 +568,54 @@ fn bad_transfer_settings_are_refused_at_start() {
         assert!(stderr.contains(setting), "{args:?}: {stderr}");
     }
 }
+
+/// Uploads are bounded (serverfs-transfer's MAX_UPLOADS, 16): with 16
+/// slow uploads holding their slots, the next one is refused before its
+/// body is read, and a slot freed is a slot usable again.
+#[tokio::test]
+async fn uploads_beyond_the_bound_are_refused_busy() {
+    const MAX_UPLOADS: usize = 16;
+    let p = Project::new();
+    let server = Server::start(&p, &[], Some(TOKEN));
+    let put = |path: &str, len: usize| {
+        format!(
+            "PUT /files/{path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        )
+    };
+    // Slow clients: half a body each, then silence. Each has started once
+    // its temporary exists.
+    let mut slow = Vec::new();
+    for i in 0..MAX_UPLOADS {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        s.write_all(put(&format!("slow/{i}.bin"), 2000).as_bytes()).unwrap();
+        s.write_all(&[b's'; 1000]).unwrap();
+        slow.push(s);
+    }
+    let started = Instant::now();
+    while leftovers(&p).len() < MAX_UPLOADS {
+        assert!(started.elapsed() < Duration::from_secs(60), "started: {:?}", leftovers(&p));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let (status, head, body) = raw(&server.addr, put("extra.bin", 3).as_bytes());
+    assert_eq!(status, 503, "{head}");
+    assert!(String::from_utf8_lossy(&body).starts_with("SERVER_BUSY: "), "{head}");
+    assert!(!p.path("extra.bin").exists());
+
+    // One slow client gives up: its upload is aborted and its slot comes
+    // back (retried only while the abort is still finishing).
+    drop(slow.pop());
+    let started = Instant::now();
+    let status = loop {
+        let mut request = put("extra.bin", 3).into_bytes();
+        request.extend_from_slice(b"abc");
+        let (status, _, _) = raw(&server.addr, &request);
+        if status != 503 || started.elapsed() > Duration::from_secs(60) {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status, 201);
+    assert_eq!(p.read("extra.bin"), "abc");
+    drop(slow);
+}

@@ -18,9 +18,10 @@ use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
 use crate::deadline::Deadline;
+use crate::errno::errno_error;
 use crate::error::FsError;
 use crate::meta::{EntryKind, Meta};
-use crate::root::{Location, Root, errno_error};
+use crate::root::{Location, Root};
 
 /// Largest `offset` of a listing: the heap holds `offset + limit` names, so
 /// this bounds the memory of one call. Deeper pages use the name cursor.

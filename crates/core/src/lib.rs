@@ -16,6 +16,7 @@
 
 pub mod deadline;
 pub mod entries;
+pub mod errno;
 pub mod error;
 mod meta;
 pub mod path;
@@ -26,6 +27,7 @@ mod root;
 pub mod text;
 
 pub use deadline::{Deadline, Stop};
+pub use errno::errno_error;
 pub use error::{ErrorCode, FsError};
 pub use meta::{EntryKind, Meta};
 pub use path::RelPath;

@@ -1,7 +1,8 @@
 //! [`Root`]: one directory handle with its display name, policy and symlink
-//! rule — the only way to reach a file in ServerFS. Every filesystem access
-//! of every tool goes through a root's [`Root::locate`] and one of its
-//! operations.
+//! rule — the only way a ServerFS tool reaches a file. Every filesystem
+//! access of every file tool goes through a root's [`Root::locate`] and one
+//! of its operations. (A command serverfs-dev runs reaches files as the OS
+//! lets it; only its working directory comes from a root.)
 //!
 //! Guarantees:
 //! - A client path is parsed and normalised ([`RelPath`]) and checked
@@ -23,11 +24,12 @@
 //!   escapes, but a FIFO swapped in between the two opens is opened.)
 //! - The API hands out no raw directory descriptor and no raw `stat`:
 //!   callers get [`Meta`], a [`File`] opened for reading, a [`WalkRoot`]
-//!   path for walkers, and — the one seam for a write crate —
+//!   path for walkers and command workdirs, and — the one seam for a write crate —
 //!   [`Root::open_parent`], whose parent is resolved without following any
 //!   link whatever the rule (SPEC §3: writes never follow a symlink).
-//! - Every errno is mapped to an [`ErrorCode`] in one place
-//!   ([`errno_error`]); messages name paths only as `name:/relative`.
+//! - Every errno is mapped to an [`ErrorCode`] by the workspace's one map
+//!   ([`errno_error`], shared with serverfs-write); messages name paths
+//!   only as `name:/relative`.
 
 use std::fmt;
 use std::fs::File;
@@ -37,6 +39,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::errno::errno_error;
 use crate::error::{ErrorCode, FsError};
 use crate::meta::{EntryKind, Meta};
 use crate::path::RelPath;
@@ -583,59 +586,12 @@ fn symlink_error(shown: &dyn fmt::Display) -> FsError {
     )
 }
 
-/// The one errno → error-code mapping.
-pub(crate) fn errno_error(e: Errno, shown: &dyn fmt::Display) -> FsError {
-    let err = match e {
-        Errno::NOENT | Errno::NOTDIR => {
-            FsError::new(ErrorCode::PathNotFound, format!("{shown} does not exist."))
-        }
-        Errno::LOOP => symlink_error(shown),
-        Errno::ACCESS | Errno::PERM => FsError::new(
-            ErrorCode::AccessDenied,
-            format!("{shown} is not accessible to the server's user (file permissions)."),
-        ),
-        Errno::XDEV => {
-            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{shown} leaves the workdir."))
-        }
-        Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => FsError::new(
-            ErrorCode::UnsupportedFileType,
-            format!("{shown} is a FIFO, socket or device; only regular files can be read."),
-        ),
-        Errno::NAMETOOLONG => FsError::invalid(format!("{shown} is too long.")),
-        _ => FsError::new(ErrorCode::InternalError, format!("{shown} could not be accessed.")),
-    };
-    err.with_detail(format!("errno {}", std::io::Error::from(e)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn open_one(dir: &Path) -> Result<Root, RootError> {
         Root::open(dir, RootOptions::new("w", Policy::new(false, &[]).unwrap()))
-    }
-
-    #[test]
-    fn errno_mapping() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = open_one(dir.path()).unwrap();
-        let loc = root.locate("x").unwrap();
-        for (errno, code) in [
-            (Errno::ACCESS, ErrorCode::AccessDenied),
-            (Errno::PERM, ErrorCode::AccessDenied),
-            (Errno::NOENT, ErrorCode::PathNotFound),
-            (Errno::NOTDIR, ErrorCode::PathNotFound),
-            (Errno::LOOP, ErrorCode::SymlinkNotAllowed),
-            (Errno::XDEV, ErrorCode::PathOutsideWorkdir),
-            (Errno::NXIO, ErrorCode::UnsupportedFileType),
-            (Errno::IO, ErrorCode::InternalError),
-        ] {
-            let e = errno_error(errno, &loc);
-            assert_eq!(e.code(), code, "{errno:?}");
-            assert!(e.detail().is_some());
-            assert!(!e.message().contains("os error"));
-            assert!(e.message().starts_with("w:/x "), "{e}");
-        }
     }
 
     #[test]

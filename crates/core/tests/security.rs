@@ -270,7 +270,9 @@ resolver_test!(kinds_and_missing, |f| {
     assert_eq!(code(f.read("docs")), ErrorCode::NotAFile);
     assert_eq!(code(f.list("README.md")), ErrorCode::NotADirectory);
     assert_eq!(code(f.read("missing.txt")), ErrorCode::PathNotFound);
-    assert_eq!(code(f.read("README.md/child")), ErrorCode::PathNotFound);
+    // A file where a parent must be: ENOTDIR, the one mapping's NOT_A_DIRECTORY.
+    assert_eq!(code(f.read("README.md/child")), ErrorCode::NotADirectory);
+    assert_eq!(code(f.list("README.md/child")), ErrorCode::NotADirectory);
     assert_eq!(code(f.list("nope")), ErrorCode::PathNotFound);
 });
 
@@ -341,7 +343,7 @@ resolver_test!(open_parent_never_follows, |f| {
         ("keys/id_rsa", ErrorCode::DeniedPath),
         (".config/new", ErrorCode::HiddenPathNotAllowed),
         ("missing/new.txt", ErrorCode::PathNotFound),
-        ("README.md/x", ErrorCode::PathNotFound),
+        ("README.md/x", ErrorCode::NotADirectory),
     ] {
         assert_eq!(code(parent(p)), expected, "{p}");
     }

@@ -43,9 +43,14 @@ fn main() -> ExitCode {
   (keep that `OwnedFd` alive until `run` returns) and the request's
   cancellation token (MCP `notifications/cancelled`, client disconnect).
 - shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
-  stdio transport and the `Mcp-Session-Id` for HTTP
-  ([`Sessions::close_owner`] when that MCP session is deleted or expires). `Policy::check_input` on every
-  `shell_write`.
+  stdio transport. HTTP is stateless (no `Mcp-Session-Id`): the owner is the
+  request's authenticated principal (`access:<email>` under Cloudflare
+  Access, `token` under the bearer token), or `anonymous` without one, and
+  then the session id alone is the capability and `shell_list` shows
+  nothing. No transport event closes an HTTP client's sessions: they end
+  with `shell_close`, the idle reaper, or shutdown
+  ([`Sessions::close_owner`] is for a transport that has sessions).
+  `Policy::check_input` on every `shell_write`.
 - At shutdown: [`Sessions::close_all`]; a killed server needs nothing: each
   supervisor sees its control channel close and kills its tree.
 

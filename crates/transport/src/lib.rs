@@ -8,8 +8,9 @@
 //! Guarantees: HTTP is stateless (no session is created or required) and
 //! answers JSON; a request with a foreign `Host` or `Origin` gets 403, a body
 //! over the cap 413, anything else malformed a 4xx — and the server keeps
-//! serving. Every path but `/mcp` and `/healthz` is 404, which tells OpenAI's
-//! tunnel-client that no OAuth is involved. Logs never go to stdout, which
+//! serving. Every path but `/mcp`, `/healthz` and the routes a binary adds
+//! (serverfs-dev's `/files`, which guard themselves) is 404, which tells
+//! OpenAI's tunnel-client that no OAuth is involved. Logs never go to stdout, which
 //! carries the protocol under stdio.
 
 mod auth;

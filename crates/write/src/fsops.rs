@@ -274,33 +274,8 @@ pub(crate) fn too_large(shown: &str, cap: u64) -> FsError {
     )
 }
 
-/// The errno → error-code mapping of this crate (the core's is private to
-/// it; this one adds the codes only writes meet).
-pub(crate) fn errno_error(e: Errno, shown: &str) -> FsError {
-    let err = match e {
-        Errno::NOENT => FsError::new(ErrorCode::PathNotFound, format!("{shown} does not exist.")),
-        Errno::NOTDIR => FsError::new(
-            ErrorCode::NotADirectory,
-            format!("a parent of {shown} is not a directory."),
-        ),
-        Errno::LOOP => symlink_error(shown),
-        Errno::EXIST => already_exists(shown),
-        Errno::ISDIR => not_a_file(shown),
-        Errno::ACCESS | Errno::PERM | Errno::ROFS => FsError::new(
-            ErrorCode::AccessDenied,
-            format!(
-                "{shown} cannot be changed by the server's user (permissions or a read-only filesystem)."
-            ),
-        ),
-        Errno::NAMETOOLONG => FsError::invalid(format!("{shown} is too long.")),
-        Errno::NOSPC | Errno::DQUOT => FsError::new(
-            ErrorCode::InternalError,
-            format!("{shown} could not be written: no space left on the server's disk."),
-        ),
-        _ => FsError::new(ErrorCode::InternalError, format!("{shown} could not be changed.")),
-    };
-    err.with_detail(format!("errno {}", std::io::Error::from(e)))
-}
+/// The workspace's one errno mapping.
+pub(crate) use serverfs_core::errno_error;
 
 pub(crate) fn io_error(e: &std::io::Error, shown: &str, what: &str) -> FsError {
     match e.raw_os_error() {

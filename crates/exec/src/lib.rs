@@ -17,6 +17,8 @@ background jobs, `setsid`, double forks and `nohup` included.
   them, read at absolute byte offsets.
 - [`Policy`] is the `--allow`/`--deny` check; see its module docs for what
   it cannot promise.
+- [`SandboxConfig`] is the Landlock sandbox; [`probe_sandbox`] checks it at
+  start-up and says what it enforces.
 - [`harden_server_process`] makes the server's `/proc` entries unreadable to
   the commands it runs (same user).
 
@@ -56,17 +58,28 @@ fn main() -> ExitCode {
 
 When [`run`] returns, and when [`Sessions::close`] returns, every process
 that descends from the command has been SIGKILLed and reaped by its
-supervisor, whatever its process group or session. Not covered: a process
-that is not a descendant (a job handed to a daemon that was already running:
-`systemd-run`, `at`, `docker run -d`, an ssh to elsewhere), and a descendant
-the supervisor may not signal (one that gained another user's identity
-through `sudo` or a set-user-ID program, when the server is not root). A command
-running as the server's user can SIGKILL its own supervisor (`kill -9
-$PPID`): with [`adopt_orphans`] (the server a subreaper too) the tree is then
-re-parented to the server, which kills and reaps it; without it, the tree
-escapes to init. Such a command can as well kill the server itself; closing
-that needs a boundary the kernel enforces (a separate user, or a delegated
-cgroup and `cgroup.kill`), not more code in this process.
+supervisor, whatever its process group or session. The server does not
+take the supervisor's word for it: after every command and session it
+sweeps the orphans re-parented to it (with [`adopt_orphans`]), and it
+believes a status line only from a supervisor that exited normally (see the
+status module). Supervisors are non-dumpable, so a command of the same user
+cannot ptrace them, open their `/proc/<pid>/fd` or `pidfd_getfd` from them.
+
+With a [`SandboxConfig`] (serverfs-dev's default) each command and session
+runs in a Landlock domain of its own: writes only below the root, its
+private `TMPDIR`, `/tmp` and the configured paths; no ptrace or signal into
+the server, the supervisors or other sessions; optionally no TCP (the
+sandbox module lists what each kernel ABI adds). Every command gets a
+private `TMPDIR`, removed when it ends, sandboxed or not.
+
+Not covered: a process that is not a descendant (a job handed to a daemon
+that was already running: `systemd-run`, `at`, `docker run -d`, an ssh to
+elsewhere), and a descendant the supervisor may not signal (one that gained
+another user's identity through `sudo` or a set-user-ID program, when the
+server is not root; the sandbox sets no-new-privileges, which stops the
+latter). Without the sandbox a command running as the server's user can
+SIGKILL its supervisor or the server itself; with [`adopt_orphans`] the
+server then inherits the tree and kills it.
 */
 #![deny(missing_docs)]
 
@@ -74,6 +87,7 @@ mod capped;
 mod limit;
 mod policy;
 mod run;
+mod sandbox;
 mod session;
 mod spawn;
 mod status;
@@ -85,6 +99,7 @@ pub use run::{
     CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
     Outcome, Progress, ProgressFn, check_timeout, run,
 };
+pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
 pub use spawn::{ChildEnv, adopt_orphans};
 pub use status::signal_name;

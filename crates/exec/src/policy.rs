@@ -30,10 +30,14 @@
 //! permitted interpreter or tool runs anything: `python3 -c`, `perl -e`,
 //! `awk 'BEGIN{system(…)}'`, `find -exec`, `git -c alias.x='!rm …'`, `make`,
 //! `npm run`, a script written to disk and then run by an allowed program.
-//! Deny lists are weaker still (`cp /bin/rm ./x; ./x`, `hash -p /bin/rm x`,
-//! `. script`). Only the operating
-//! system (the service account, file permissions, a container) bounds what a
-//! command can really do.
+//! Deny lists are weaker still, a convenience against mistakes: `cp /bin/rm
+//! ./x; ./x`, `hash -p /bin/rm x`, `. script`, `bash -ec …`, `echo 'rm v' |
+//! bash`, here-documents, `trap`, `coproc`, `mapfile -C`, unlisted wrappers
+//! (`ionice`, `flock`, `setpriv`), and input split across several
+//! `shell_write` calls ([`Policy::check_input`] sees each write alone). The
+//! Landlock sandbox (see the sandbox module) and the operating system (the
+//! service account, file permissions, a container) bound what a command
+//! can really do.
 
 use serverfs_core::error::{ErrorCode, FsError};
 

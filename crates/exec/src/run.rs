@@ -15,8 +15,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::capped::CappedText;
+use crate::sandbox::SandboxConfig;
 use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate};
-use crate::status::Ended;
+use crate::status::{believed, read_line};
 use crate::supervisor::Supervisor;
 
 /// Default `timeout_seconds`.
@@ -52,11 +53,13 @@ pub struct CommandSpec {
     pub output_cap: usize,
     /// How often the progress callback is called.
     pub progress_interval: Duration,
+    /// The Landlock sandbox; `None`: none (`--sandbox off`).
+    pub sandbox: Option<SandboxConfig>,
 }
 
 impl CommandSpec {
     /// A spec with the defaults: 30 s, 16,000 characters a stream, progress
-    /// every 5 s, the server's `PATH`/`HOME`/`LANG`/`TMPDIR`.
+    /// every 5 s, the server's `PATH`/`HOME`/`LANG`, no sandbox.
     pub fn new(
         supervisor: Supervisor,
         command: impl Into<String>,
@@ -70,6 +73,7 @@ impl CommandSpec {
             timeout_seconds: DEFAULT_TIMEOUT_SECS,
             output_cap: DEFAULT_OUTPUT_CAP,
             progress_interval: Duration::from_secs(5),
+            sandbox: None,
         }
     }
 }
@@ -168,6 +172,7 @@ pub async fn run(
         &[OsStr::new("run"), OsStr::new(&spec.command)],
         &spec.cwd,
         &spec.env,
+        spec.sandbox.as_ref(),
         Stdio::piped(),
         Stdio::piped(),
     )?;
@@ -223,28 +228,11 @@ fn take(sink: &Mutex<CappedText>) -> (String, bool) {
     std::mem::replace(&mut *g, CappedText::new(0)).finish()
 }
 
-/// Reads the supervisor's status line (at most a few bytes, then EOF).
-async fn read_status(mut r: tokio::net::unix::OwnedReadHalf) -> Option<Ended> {
-    let mut line = Vec::new();
-    let mut buf = [0u8; 128];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if line.len() < 256 {
-                    line.extend_from_slice(&buf[..n]);
-                }
-            }
-        }
-    }
-    Ended::parse(&line)
-}
-
 impl Drive {
     async fn run(self) -> Result<Outcome, FsError> {
         let Drive { spawned, stdout, stderr, timeout, cap, token, progress, progress_interval } =
             self;
-        let crate::spawn::Spawned { mut child, control } = spawned;
+        let crate::spawn::Spawned { mut child, control, tmp } = spawned;
         let supervisor_pid = child.id();
         let (ctl_r, ctl_w) = control.into_split();
         // Dropping the write half shuts it down: the supervisor reads end
@@ -259,7 +247,7 @@ impl Drive {
         let start = Instant::now();
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let status_fut = read_status(ctl_r);
+        let status_fut = read_line(ctl_r);
         tokio::pin!(status_fut);
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + progress_interval,
@@ -270,14 +258,14 @@ impl Drive {
         tokio::pin!(escalate);
         let mut escalation = 0u8;
 
-        let mut status: Option<Option<Ended>> = None;
-        let mut exited = false;
+        let mut line: Option<Vec<u8>> = None;
+        let mut exited: Option<Option<std::process::ExitStatus>> = None;
         let mut timed_out = false;
         let mut cancelled = false;
-        while !(exited && status.is_some()) {
+        while exited.is_none() {
             tokio::select! {
-                s = &mut status_fut, if status.is_none() => status = Some(s),
-                _ = child.wait(), if !exited => exited = true,
+                l = &mut status_fut, if line.is_none() => line = Some(l),
+                r = child.wait() => exited = Some(r.ok()),
                 () = &mut deadline, if ctl_w.is_some() => {
                     timed_out = true;
                     ctl_w = None;
@@ -293,7 +281,7 @@ impl Drive {
                         p(Progress { elapsed: start.elapsed(), timeout });
                     }
                 }
-                () = &mut escalate, if ctl_w.is_none() && !exited => {
+                () = &mut escalate, if ctl_w.is_none() => {
                     escalation += 1;
                     if escalation == 1 {
                         terminate(&child);
@@ -307,11 +295,16 @@ impl Drive {
         }
         drop(ctl_w);
         reaped(supervisor_pid);
-        if !matches!(status, Some(Some(_))) {
-            // The supervisor died before its tree (killed from outside):
-            // what is left was re-parented to us if we adopt orphans.
-            sweep_orphans().await;
+        // Whatever the supervisor said: if it died before its tree (killed
+        // from outside), what is left was re-parented to us (when we adopt
+        // orphans); a status line proves nothing (see the status module).
+        sweep_orphans().await;
+        if line.is_none() {
+            // The supervisor wrote it before exiting: it is buffered, unless
+            // someone else holds the channel open without writing.
+            line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
         }
+        let status = believed(line.as_deref(), exited.flatten());
 
         // Every descendant is dead: the pipes close now, unless a process
         // outside the tree holds them (fd passing); then stop collecting.
@@ -328,9 +321,10 @@ impl Drive {
         let (stdout, out_trunc) = take(&out_sink);
         let (stderr, err_trunc) = take(&err_sink);
 
-        let Some(Some(ended)) = status else {
+        drop(tmp);
+        let Some(ended) = status else {
             return Err(FsError::new(ErrorCode::InternalError, "The command's supervisor failed.")
-                .with_detail("no status line from the supervisor"));
+                .with_detail("no believable status line from the supervisor"));
         };
         Ok(Outcome {
             exit_code: ended.exit_code(),

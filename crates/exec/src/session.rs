@@ -19,10 +19,11 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::SandboxConfig;
 use crate::spawn::{
     ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, wait_stopped,
 };
-use crate::status::Ended;
+use crate::status::{Ended, believed, read_line};
 use crate::supervisor::Supervisor;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
@@ -62,10 +63,12 @@ pub struct SessionConfig {
     /// How long a write may wait for the shell to take its input (default
     /// 10 s; then `TIMEOUT`).
     pub write_timeout: Duration,
+    /// The Landlock sandbox of every session; `None`: none.
+    pub sandbox: Option<SandboxConfig>,
 }
 
 impl SessionConfig {
-    /// The defaults, with the server's `PATH`/`HOME`/`LANG`/`TMPDIR`.
+    /// The defaults, with the server's `PATH`/`HOME`/`LANG`, no sandbox.
     pub fn new(supervisor: Supervisor) -> Self {
         Self {
             supervisor,
@@ -77,6 +80,7 @@ impl SessionConfig {
             max_read: 64 << 10,
             max_input: 64 << 10,
             write_timeout: Duration::from_secs(10),
+            sandbox: None,
         }
     }
 }
@@ -378,19 +382,6 @@ async fn drain_into(mut r: tokio::net::unix::pipe::Receiver, shared: Arc<Shared>
     }
 }
 
-async fn read_status(mut r: tokio::net::unix::OwnedReadHalf) -> Option<Ended> {
-    let mut line = Vec::new();
-    let mut buf = [0u8; 128];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) if line.len() < 256 => line.extend_from_slice(&buf[..n]),
-            Ok(_) => {}
-        }
-    }
-    Ended::parse(&line)
-}
-
 impl Sessions {
     /// An empty registry. Inside a tokio runtime it also starts the idle
     /// reaper (a task that ends when the registry is dropped).
@@ -452,12 +443,14 @@ impl Sessions {
             &[OsStr::new("session")],
             cwd,
             env.unwrap_or(&cfg.env),
+            cfg.sandbox.as_ref(),
             Stdio::from(writer),
             Stdio::from(writer2),
         )?;
         let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| internal("Could not read the shell's output", e))?;
-        let (ctl_r, ctl_w) = spawned.control.into_split();
+        let crate::spawn::Spawned { mut child, control, tmp } = spawned;
+        let (ctl_r, ctl_w) = control.into_split();
         let shared = Arc::new(Shared {
             buffer: Mutex::new(Buffer::default()),
             changed: watch::Sender::new(0),
@@ -472,12 +465,15 @@ impl Sessions {
         });
         let cap = cfg.buffer_cap;
         tokio::spawn(async move {
-            let mut child = spawned.child;
             let supervisor_pid = child.id();
             let mut drain = tokio::spawn(drain_into(reader, shared.clone(), cap));
-            let wait = async {
+            let status_fut = read_line(ctl_r);
+            tokio::pin!(status_fut);
+            let mut line = None;
+            let exit = loop {
                 tokio::select! {
-                    _ = child.wait() => {}
+                    l = &mut status_fut, if line.is_none() => line = Some(l),
+                    r = child.wait() => break r.ok(),
                     () = stop.cancelled() => {
                         // End of file on the control channel is enough
                         // unless the supervisor is stuck handing input to a
@@ -485,17 +481,21 @@ impl Sessions {
                         // handles the same way) reaches it either way.
                         terminate(&child);
                         wait_stopped(&mut child).await;
+                        break child.try_wait().ok().flatten();
                     }
                 }
             };
-            let (ended, ()) = tokio::join!(read_status(ctl_r), wait);
             reaped(supervisor_pid);
-            if ended.is_none() {
-                sweep_orphans().await;
+            // Whatever the supervisor said (see the status module).
+            sweep_orphans().await;
+            if line.is_none() {
+                line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
             }
+            let ended = believed(line.as_deref(), exit);
             if tokio::time::timeout(DRAIN_GRACE, &mut drain).await.is_err() {
                 drain.abort();
             }
+            drop(tmp);
             {
                 let mut b = shared.lock();
                 b.ended = ended;

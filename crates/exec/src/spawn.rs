@@ -3,7 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,15 +17,16 @@ use rustix::process::{
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
-use crate::supervisor::{ENV_KEYS, Supervisor, parent_of};
+use crate::sandbox::SandboxConfig;
+use crate::supervisor::{Supervisor, parent_of};
 
 /// How long a supervisor gets to kill its tree and exit after its control
 /// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// The environment of a command: `PATH`, `HOME`, `LANG` and `TMPDIR`, and
-/// nothing else (the server's own variables, its secrets included, are
-/// never passed on).
+/// The environment of a command: `PATH`, `HOME`, `LANG`, and `TMPDIR`
+/// naming the command's own private directory; nothing else (the server's
+/// own variables, its secrets included, are never passed on).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChildEnv {
     /// `PATH`; also where `bash` itself is looked up.
@@ -34,12 +35,10 @@ pub struct ChildEnv {
     pub home: Option<OsString>,
     /// `LANG`.
     pub lang: Option<OsString>,
-    /// `TMPDIR`.
-    pub tmpdir: Option<OsString>,
 }
 
 impl ChildEnv {
-    /// The four variables copied from the server's own environment (unset
+    /// The three variables copied from the server's own environment (unset
     /// ones stay unset; `PATH` falls back to a standard one).
     pub fn from_server() -> Self {
         Self {
@@ -48,21 +47,17 @@ impl ChildEnv {
             ),
             home: std::env::var_os("HOME"),
             lang: std::env::var_os("LANG"),
-            tmpdir: std::env::var_os("TMPDIR"),
         }
     }
 
-    fn values(&self) -> [Option<&OsString>; 4] {
-        [self.path.as_ref(), self.home.as_ref(), self.lang.as_ref(), self.tmpdir.as_ref()]
-    }
-
-    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command, tmpdir: &Path) {
         cmd.env_clear();
-        for (key, value) in ENV_KEYS.iter().zip(self.values()) {
+        for (key, value) in [("PATH", &self.path), ("HOME", &self.home), ("LANG", &self.lang)] {
             if let Some(value) = value {
                 cmd.env(key, value);
             }
         }
+        cmd.env("TMPDIR", tmpdir);
     }
 }
 
@@ -137,10 +132,38 @@ pub(crate) async fn sweep_orphans() {
     }
 }
 
-/// A started supervisor and the server's end of its control channel.
+/// A started supervisor, the server's end of its control channel, and the
+/// command's private temporary directory.
 pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) control: tokio::net::UnixStream,
+    pub(crate) tmp: PrivateTmp,
+}
+
+/// A command's own `TMPDIR` (mode 0700, random name, in the server's
+/// temporary directory), removed with everything in it when dropped —
+/// after the command's tree is gone.
+pub(crate) struct PrivateTmp(PathBuf);
+
+impl PrivateTmp {
+    fn create() -> Result<Self, FsError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).map_err(|e| internal("Could not create TMPDIR", e))?;
+        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let path = std::env::temp_dir().join(format!("serverfs-cmd-{name}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| internal("Could not create TMPDIR", e))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> FsError {
@@ -148,26 +171,29 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> FsError {
 }
 
 /// Starts the supervisor in `mode` with `cwd` (resolved in the child before
-/// exec, so `/proc/self/fd/N` names the server's open directory N) and the
-/// given output pipes.
+/// exec, so `/proc/self/fd/N` names the server's open directory N), a
+/// private `TMPDIR`, the sandbox if any, and the given output pipes.
 pub(crate) fn spawn(
     supervisor: &Supervisor,
     mode: &[&OsStr],
     cwd: &Path,
     env: &ChildEnv,
+    sandbox: Option<&SandboxConfig>,
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Spawned, FsError> {
+    let tmp = PrivateTmp::create()?;
+    let sandbox_args = sandbox.map(|s| s.to_args(Some(&tmp.0))).unwrap_or_default();
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(|e| internal("Could not create the control channel", e))?;
     ours.set_nonblocking(true).map_err(|e| internal("Could not create the control channel", e))?;
-    let mut cmd = supervisor.command(mode);
+    let mut cmd = supervisor.command(&sandbox_args, mode);
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(stdout)
         .stderr(stderr)
         .current_dir(cwd)
         .kill_on_drop(false);
-    env.apply(&mut cmd);
+    env.apply(&mut cmd, &tmp.0);
     let child = {
         // Registered under the same lock the orphan sweep scans under, so
         // the sweep never mistakes a new supervisor for an orphan.
@@ -183,7 +209,7 @@ pub(crate) fn spawn(
     drop(cmd);
     let control = tokio::net::UnixStream::from_std(ours)
         .map_err(|e| internal("Could not create the control channel", e))?;
-    Ok(Spawned { child, control })
+    Ok(Spawned { child, control, tmp })
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its

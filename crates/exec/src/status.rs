@@ -1,5 +1,13 @@
 //! How a command ended, as the supervisor reports it on the control
-//! channel.
+//! channel, and when the server believes it.
+//!
+//! The status line comes over a socket a command could get hold of (when
+//! it runs unsandboxed as the server's user), so it is believed only from
+//! a supervisor that then exited normally (exit code 0): a command that
+//! forges a line and kills its supervisor gets an `INTERNAL_ERROR`, and the
+//! server sweeps its orphans either way.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The end of `bash`: an exit code or a signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +45,29 @@ impl Ended {
             Self::Signal(n) => Some(signal_name(n)),
         }
     }
+}
+
+/// Reads the first status line from the control channel: up to a newline
+/// or end of file, at most 256 bytes.
+pub(crate) async fn read_line(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 256 && !line.ends_with(b"\n") {
+        match r.read(&mut byte).await {
+            Ok(1) => line.push(byte[0]),
+            Ok(_) | Err(_) => break,
+        }
+    }
+    line
+}
+
+/// The supervisor's status line, believed only when the supervisor itself
+/// exited normally.
+pub(crate) fn believed(
+    line: Option<&[u8]>,
+    supervisor: Option<std::process::ExitStatus>,
+) -> Option<Ended> {
+    if supervisor.is_some_and(|s| s.success()) { line.and_then(Ended::parse) } else { None }
 }
 
 /// `SIGKILL` for 9; `SIG<n>` for a number without a name here.

@@ -30,6 +30,8 @@ use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::io::Errno;
+
+use crate::sandbox::SandboxConfig;
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, WaitOptions, getpid, kill_process, kill_process_group,
     set_child_subreaper, wait, waitid,
@@ -62,11 +64,11 @@ impl Supervisor {
         Self { program: program.into(), prefix: prefix.into_iter().map(Into::into).collect() }
     }
 
-    /// A command line for the supervisor in `mode`; stdio, cwd and env are
-    /// set by the caller.
-    pub(crate) fn command(&self, mode: &[&OsStr]) -> tokio::process::Command {
+    /// A command line for the supervisor with the sandbox options and
+    /// `mode`; stdio, cwd and env are set by the caller.
+    pub(crate) fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.prefix).args(mode);
+        cmd.args(&self.prefix).args(sandbox).args(mode);
         cmd
     }
 }
@@ -80,7 +82,8 @@ enum Mode {
 }
 
 /// The supervisor's entry point. `args` are the arguments after the hidden
-/// subcommand: `run COMMAND` or `session`.
+/// subcommand: the sandbox options if any (see [`SandboxConfig`]), then
+/// `run COMMAND` or `session`.
 ///
 /// It never writes to stdout or stderr (they belong to the command); its
 /// result goes to the server on the control channel. The exit code is 0
@@ -89,7 +92,19 @@ pub fn supervise_main<I>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = OsString>,
 {
-    let mut args = args.into_iter();
+    // First of all: non-dumpable, so that a command running as the same
+    // user can neither ptrace us nor open /proc/<us>/fd/* (our control
+    // channel) nor pidfd_getfd from us. `bash` is dumpable again after its
+    // exec.
+    if rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .is_err()
+    {
+        return ExitCode::FAILURE;
+    }
+    let mut args = args.into_iter().peekable();
+    let Ok(sandbox) = SandboxConfig::from_args(&mut args) else {
+        return ExitCode::from(2);
+    };
     let mode = match (args.next(), args.next(), args.next()) {
         (Some(m), Some(command), None) if m == "run" => Mode::Run(command),
         (Some(m), None, None) if m == "session" => Mode::Session,
@@ -100,7 +115,7 @@ where
     let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
         return ExitCode::FAILURE;
     };
-    match supervise(mode, control) {
+    match supervise(mode, sandbox.as_ref(), control) {
         Ok(()) => ExitCode::SUCCESS,
         Err(()) => ExitCode::FAILURE,
     }
@@ -140,7 +155,7 @@ fn report(control: &mut File, line: &str) {
     let _ = control.write_all(line.as_bytes());
 }
 
-fn supervise(mode: Mode, control: OwnedFd) -> Result<(), ()> {
+fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> Result<(), ()> {
     let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
     if set_child_subreaper(Some(getpid())).is_err() {
         report(&mut control_w, "error subreaper\n");
@@ -201,18 +216,21 @@ fn supervise(mode: Mode, control: OwnedFd) -> Result<(), ()> {
         // pid or is seen right after.
         let mut t = lock(&shared);
         if t.kill_requested {
+            // Asked to stop (SIGTERM, or the server closed the channel)
+            // before bash started: the command was killed at its start,
+            // and says so like any other killed command.
             drop(t);
-            report(&mut control_w, "error cancelled\n");
+            report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
             return Ok(());
         }
-        match bash.spawn() {
+        match spawn_bash(&mut bash, sandbox) {
             Ok(child) => {
                 t.pid = Pid::from_raw(child.id() as i32);
                 child
             }
-            Err(_) => {
+            Err(what) => {
                 drop(t);
-                report(&mut control_w, "error spawn\n");
+                report(&mut control_w, &format!("error {what}\n"));
                 return Err(());
             }
         }
@@ -272,6 +290,24 @@ fn supervise(mode: Mode, control: OwnedFd) -> Result<(), ()> {
     drop(child);
     report(&mut control_w, &line);
     Ok(())
+}
+
+/// Starts bash, inside a fresh Landlock domain when `sandbox` is given: in
+/// a thread of its own that enters the domain, forks and ends, so no thread
+/// of the supervisor stays in the command's domain (see the sandbox module).
+fn spawn_bash(
+    bash: &mut std::process::Command,
+    sandbox: Option<&SandboxConfig>,
+) -> Result<std::process::Child, &'static str> {
+    let Some(sandbox) = sandbox else { return bash.spawn().map_err(|_| "spawn") };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            sandbox.restrict_this_thread().map_err(|_| "sandbox")?;
+            bash.spawn().map_err(|_| "spawn")
+        })
+        .join()
+        .unwrap_or(Err("spawn"))
+    })
 }
 
 /// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps

@@ -158,13 +158,8 @@ async fn sigterm_to_the_supervisor_kills_the_tree() {
     assert_eq!(sup.len(), 1, "{sup:?}");
     let pid = rustix::process::Pid::from_raw(sup[0]).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let out = task.await.unwrap();
-    // Known defect (open): the supervisor sometimes ends without its status
-    // line after a SIGTERM (the call is then INTERNAL_ERROR). What must
-    // hold either way: nothing of the tree survives.
-    if let Ok(out) = out {
-        assert_eq!(out.signal.as_deref(), Some("SIGKILL"));
-    }
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.signal.as_deref(), Some("SIGKILL"));
     assert_none(&t);
 }
 

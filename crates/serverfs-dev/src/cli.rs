@@ -85,6 +85,42 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = serverfs_exec::DEFAULT_RUNNING)]
     max_concurrent_commands: usize,
 
+    /// The Landlock sandbox around every command and shell session: `on`
+    /// (the default; the server refuses to start on a kernel without
+    /// Landlock) or `off` (commands can write anywhere this user can).
+    #[arg(long, env = "SERVERFS_SANDBOX", default_value = "on", value_parser = ["on", "off"])]
+    sandbox: String,
+
+    /// Paths commands may write below besides the root, their TMPDIR and
+    /// /tmp (e.g. build caches), comma-separated or repeated.
+    #[arg(
+        long = "command-writable",
+        env = "SERVERFS_COMMAND_WRITABLE",
+        value_delimiter = ',',
+        value_name = "PATHS"
+    )]
+    command_writable: Vec<PathBuf>,
+
+    /// When set, commands may read and execute only below these paths (plus
+    /// the root and the writable paths), comma-separated or repeated.
+    #[arg(
+        long = "command-readable",
+        env = "SERVERFS_COMMAND_READABLE",
+        value_delimiter = ',',
+        value_name = "PATHS"
+    )]
+    command_readable: Option<Vec<PathBuf>>,
+
+    /// `off`: commands may not open TCP connections nor listen (Landlock
+    /// ABI 4+; UDP and Unix sockets are not covered).
+    #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
+    command_network: String,
+
+    /// Ask Landlock for at most this ABI (tests simulate older kernels; 0:
+    /// none).
+    #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
+    sandbox_max_abi: Option<i32>,
+
     #[command(flatten)]
     read: ReadSettings,
 
@@ -114,6 +150,8 @@ pub(crate) struct Config {
     /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
     pub(crate) links: serverfs_transfer::LinkConfig,
+    /// The commands' sandbox; `None` with `--sandbox off`.
+    pub(crate) sandbox: Option<serverfs_exec::SandboxConfig>,
 }
 
 impl Cli {
@@ -160,7 +198,9 @@ impl Cli {
             allow: self.allow_commands.as_deref().map(names),
             deny: names(&self.deny_commands),
         };
+        let sandbox = (self.sandbox == "on").then(|| self.sandbox_config()).transpose()?;
         Ok(Config {
+            sandbox,
             root: self.root.clone(),
             state_dir,
             policy,
@@ -173,6 +213,29 @@ impl Cli {
             auth,
             links: self.links.config()?,
         })
+    }
+}
+
+impl Cli {
+    fn sandbox_config(&self) -> Result<serverfs_exec::SandboxConfig, String> {
+        let absolute = |setting: &str, p: &Path| {
+            std::path::absolute(p).map_err(|e| format!("{setting}: {}: {e}", p.display()))
+        };
+        let mut cfg =
+            serverfs_exec::SandboxConfig::new(absolute("SERVERFS_ROOT (--root)", &self.root)?);
+        for p in &self.command_writable {
+            cfg.writable.push(absolute("SERVERFS_COMMAND_WRITABLE (--command-writable)", p)?);
+        }
+        if let Some(list) = &self.command_readable {
+            let mut readable = Vec::new();
+            for p in list {
+                readable.push(absolute("SERVERFS_COMMAND_READABLE (--command-readable)", p)?);
+            }
+            cfg.readable = Some(readable);
+        }
+        cfg.network = self.command_network == "on";
+        cfg.max_abi = self.sandbox_max_abi;
+        Ok(cfg)
     }
 }
 

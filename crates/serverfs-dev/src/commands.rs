@@ -19,8 +19,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serverfs_core::{FsError, Root};
 use serverfs_exec::{
-    ChildEnv, CommandSpec, Limiter, Outcome, Owner, Policy, ProgressFn, ReadOutput, SessionConfig,
-    SessionInfo, Sessions, Supervisor,
+    ChildEnv, CommandSpec, Limiter, Outcome, Owner, Policy, ProgressFn, ReadOutput, SandboxConfig,
+    SessionConfig, SessionInfo, Sessions, Supervisor,
 };
 use serverfs_tools::{CallLog, Reported};
 use tokio_util::sync::CancellationToken;
@@ -34,16 +34,25 @@ pub struct Commands {
     sessions: Sessions,
     policy: Policy,
     env: ChildEnv,
+    sandbox: Option<SandboxConfig>,
 }
 
 impl Commands {
     /// Commands started as `supervisor`, at most `concurrency` at once,
-    /// under `policy`. Must be called inside the runtime (the session
-    /// reaper starts here).
-    pub fn new(supervisor: Supervisor, policy: Policy, concurrency: usize) -> Self {
+    /// under `policy`, each command and session in `sandbox` (`None`: no
+    /// sandbox). Must be called inside the runtime (the session reaper
+    /// starts here).
+    pub fn new(
+        supervisor: Supervisor,
+        policy: Policy,
+        concurrency: usize,
+        sandbox: Option<SandboxConfig>,
+    ) -> Self {
         let limiter = Limiter::new(concurrency, concurrency * 4, serverfs_exec::DEFAULT_MAX_WAIT);
-        let sessions = Sessions::new(SessionConfig::new(supervisor.clone()));
-        Self { supervisor, limiter, sessions, policy, env: ChildEnv::from_server() }
+        let mut cfg = SessionConfig::new(supervisor.clone());
+        cfg.sandbox = sandbox.clone();
+        let sessions = Sessions::new(cfg);
+        Self { supervisor, limiter, sessions, policy, env: ChildEnv::from_server(), sandbox }
     }
 
     /// Runs `args.command` in its workdir (located in `root`).
@@ -63,6 +72,7 @@ impl Commands {
         let mut spec = CommandSpec::new(self.supervisor.clone(), args.command, workdir.path());
         spec.env = self.env.clone();
         spec.timeout_seconds = timeout_seconds;
+        spec.sandbox = self.sandbox.clone();
         let outcome = serverfs_exec::run(spec, cancel, progress).await?;
         drop(workdir);
         Ok(outcome)

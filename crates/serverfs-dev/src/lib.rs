@@ -55,6 +55,18 @@ pub fn run() -> ExitCode {
         eprintln!("serverfs-dev: cannot harden the process: {e}");
         return ExitCode::FAILURE;
     }
+    // The sandbox is checked once here, in a thread of its own (the server
+    // itself is never restricted); the log says what it enforces.
+    match &config.sandbox {
+        Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
+            Ok(active) => tracing::info!(event = "sandbox", active = %active),
+            Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
+        },
+        None => tracing::warn!(
+            event = "sandbox",
+            active = "off (--sandbox off): commands can write anywhere this user can"
+        ),
+    }
     let supervisor = match std::env::current_exe() {
         Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
         Err(e) => {
@@ -76,15 +88,24 @@ pub fn run() -> ExitCode {
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
         let policy = config.command_policy;
-        let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
+        let commands = Arc::new(Commands::new(
+            supervisor,
+            policy,
+            config.max_concurrent_commands,
+            config.sandbox,
+        ));
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
         let served = if stdio {
-            serverfs_transport::serve_stdio(server).await
+            // SIGTERM/SIGINT end a stdio server cleanly too (exit 0).
+            tokio::select! {
+                served = serverfs_transport::serve_stdio(server) => served,
+                () = shutdown.cancelled() => Ok(()),
+            }
         } else {
-            let shutdown = CancellationToken::new();
-            tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
             // File transfer: file_link and /files (HTTP only), guarded by
             // their signatures or the bearer token.
             let links = match serverfs_transfer::Links::new(config.links) {
@@ -112,7 +133,10 @@ pub fn run() -> ExitCode {
 }
 
 fn config_error(line: &str) -> ExitCode {
-    eprintln!("serverfs-dev: config error: {line}");
+    use std::io::Write;
+    // After the log lines already queued; never a panic if stderr is gone.
+    serverfs_transport::flush_logs(std::time::Duration::from_secs(1));
+    let _ = writeln!(std::io::stderr(), "serverfs-dev: config error: {line}");
     ExitCode::from(2)
 }
 

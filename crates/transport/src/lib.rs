@@ -26,7 +26,7 @@ pub use http::{
     ConnectionOptions, HttpConfig, McpGuard, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router,
     serve, serve_guarded_mcp, serve_mcp, with_header_checks,
 };
-pub use logging::init_logging;
+pub use logging::{flush_logs, init_logging};
 
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ pub fn finish(
     served: std::io::Result<()>,
 ) -> std::process::ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    match served {
+    let code = match served {
         Ok(()) => {
             tracing::info!(event = "stopped");
             std::process::ExitCode::SUCCESS
@@ -60,7 +60,9 @@ pub fn finish(
             tracing::error!(event = "failed", error = %e);
             std::process::ExitCode::FAILURE
         }
-    }
+    };
+    flush_logs(std::time::Duration::from_secs(1));
+    code
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT (the HTTP server then drains).

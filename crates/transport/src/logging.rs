@@ -1,7 +1,110 @@
 //! Flat JSON log lines on stderr (SPEC §2.4): one object per event, fields
 //! at the top level.
+//!
+//! Logging never blocks a call and never fails one: each line goes through
+//! a bounded queue to one thread that writes stderr. When stderr's reader
+//! is slow or stopped, lines beyond the queue are dropped; when it is gone
+//! (EPIPE, EIO), lines are dropped silently — tracing-subscriber's own
+//! fallback (`eprintln!`) would panic the calling thread.
+
+use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// Lines waiting for stderr at most; more are dropped.
+const QUEUE_LINES: usize = 4096;
+
+enum Item {
+    Line(Vec<u8>),
+    /// Answered once every line queued before it was written.
+    Flush(SyncSender<()>),
+}
+
+/// The sending side of the queue (cloned into each event's writer).
+#[derive(Clone)]
+struct Queue(SyncSender<Item>);
+
+static QUEUE: OnceLock<Queue> = OnceLock::new();
+
+impl Queue {
+    /// The queue and its writer thread (if the thread cannot start, the
+    /// queue fills and lines are dropped: logging still never blocks).
+    fn start() -> Self {
+        let (tx, rx) = sync_channel(QUEUE_LINES);
+        let _ =
+            std::thread::Builder::new().name("log-writer".into()).spawn(move || write_lines(&rx));
+        Self(tx)
+    }
+}
+
+fn write_lines(rx: &Receiver<Item>) {
+    let mut stderr = std::io::stderr();
+    for item in rx {
+        match item {
+            Item::Line(line) => {
+                let _ = stderr.write_all(&line);
+            }
+            Item::Flush(done) => {
+                let _ = done.try_send(());
+            }
+        }
+    }
+}
+
+/// One event's writer: buffers the formatted line, queues it when dropped.
+struct EventWriter {
+    queue: Queue,
+    line: Vec<u8>,
+}
+
+impl Write for EventWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventWriter {
+    fn drop(&mut self) {
+        let _ = self.queue.0.try_send(Item::Line(std::mem::take(&mut self.line)));
+    }
+}
+
+impl<'a> MakeWriter<'a> for Queue {
+    type Writer = EventWriter;
+
+    fn make_writer(&'a self) -> EventWriter {
+        EventWriter { queue: self.clone(), line: Vec::new() }
+    }
+}
+
+/// Waits (at most about `timeout`) until the lines logged so far are
+/// written; called before exiting so the last lines are not lost.
+pub fn flush_logs(timeout: Duration) {
+    let Some(queue) = QUEUE.get() else { return };
+    let deadline = Instant::now() + timeout;
+    let (done_tx, done_rx) = sync_channel(1);
+    let mut item = Item::Flush(done_tx);
+    loop {
+        match queue.0.try_send(item) {
+            Ok(()) => break,
+            Err(TrySendError::Full(back)) if Instant::now() < deadline => {
+                item = back;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => return,
+        }
+    }
+    let _ = done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+}
 
 /// Installs the global subscriber at `level` (`TRACE` … `ERROR`, any case).
 /// rmcp's own chatter is kept at WARN unless DEBUG or TRACE is asked for.
@@ -25,7 +128,7 @@ pub fn init_logging(level: &str) -> Result<(), String> {
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_writer(std::io::stderr)
+        .with_writer(QUEUE.get_or_init(Queue::start).clone())
         .with_env_filter(EnvFilter::new(directive))
         .try_init()
         .map_err(|e| format!("logging: {e}"))

@@ -45,10 +45,16 @@ pub fn alive_with(needle: &str) -> Vec<i32> {
     found
 }
 
-/// Waits (bounded) until a process with `needle` runs.
+/// Waits (bounded) until a process of the command with `needle` runs (the
+/// supervisor, whose argv holds the whole command text, does not count:
+/// it exists before bash has even started).
 pub async fn wait_alive(needle: &str) {
     let start = Instant::now();
-    while alive_with(needle).is_empty() {
+    let is_supervisor = |pid: &i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("serverfs-exec-supervisor"))
+    };
+    while alive_with(needle).iter().all(is_supervisor) {
         assert!(start.elapsed() < Duration::from_secs(20), "{needle} never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -74,4 +80,11 @@ pub fn assert_none(needle: &str) {
 
 pub fn spec(command: &str, cwd: &std::path::Path) -> CommandSpec {
     CommandSpec::new(supervisor(), command, cwd)
+}
+
+/// The parent pid of `pid` (from `/proc/PID/stat`, after the command name).
+pub fn parent_pid(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_ascii_whitespace().nth(1).unwrap().parse().unwrap()
 }

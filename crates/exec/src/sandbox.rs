@@ -1,0 +1,247 @@
+//! The Landlock sandbox every command and shell session runs in.
+//!
+//! The supervisor applies it, for each command, in a short-lived thread of
+//! its own that then starts `bash` and ends: Landlock without
+//! `all_threads` restricts only the calling thread, and a child inherits
+//! the domain of the thread that forked it. So `bash` and everything it
+//! starts live in a fresh Landlock domain of their own, while the server
+//! and the supervisor (whose remaining threads never entered it) stay
+//! outside. What that gives, by kernel Landlock ABI:
+//!
+//! - ABI 1+ (Linux 5.13): writes only below the project root, the
+//!   command's private `TMPDIR`, `/tmp`, a few devices (`/dev/null`,
+//!   `/dev/zero`, `/dev/full`, `/dev/tty`, `/dev/pts`, `/dev/shm`) and the
+//!   operator's `--command-writable` paths; reads and execution everywhere,
+//!   or only below the `--command-readable` paths (plus the writable ones).
+//!   Also ptrace scoping: a process in a domain cannot ptrace, nor open
+//!   `/proc/<pid>/fd/*`, `mem`, `environ` of, nor `pidfd_getfd` from, a
+//!   process outside it — the server, the supervisors, another command or
+//!   session (each one is its own sibling domain).
+//! - ABI 2 (5.19): renames and links across directories (`Refer`) handled.
+//! - ABI 3 (6.2): truncation handled.
+//! - ABI 4 (6.7): with `--command-network off`, TCP `bind` and `connect`
+//!   denied. UDP and Unix-domain sockets are not covered by ABI 4–7.
+//! - ABI 5 (6.10): device ioctls handled (allowed on the writable devices).
+//! - ABI 6 (6.12): scoping: no signal to a process outside the domain (the
+//!   server, the supervisors, other sessions), no connection to an abstract
+//!   Unix socket created outside it.
+//! - ABI 7 (6.15): audit logging controls only; nothing more is enforced.
+//!
+//! Requests are best effort: on an older kernel the missing rights are
+//! dropped (the start-up probe, [`probe`], says which are active). A
+//! kernel without Landlock is refused unless the sandbox is explicitly off.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
+};
+
+/// The newest ABI whose rules this module was written and tested against.
+const TESTED_ABI: ABI = ABI::V7;
+
+/// Paths every command may write to, beside the root, its `TMPDIR` and the
+/// operator's list (bash and common tools need them).
+const ALWAYS_WRITABLE: &[&str] =
+    ["/tmp", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm"].as_slice();
+
+/// What commands may touch. Paths must be absolute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// The project root: writable.
+    pub root: PathBuf,
+    /// More writable paths (`--command-writable`), e.g. build caches.
+    pub writable: Vec<PathBuf>,
+    /// When set, reads (and execution) only below these paths, the root
+    /// and the writable ones; `None`: everywhere.
+    pub readable: Option<Vec<PathBuf>>,
+    /// TCP `bind`/`connect` allowed (`--command-network on`, the default).
+    pub network: bool,
+    /// Ask for at most this ABI (tests simulate an older kernel with it;
+    /// 0 simulates a kernel without Landlock). `None`: the newest tested.
+    pub max_abi: Option<i32>,
+}
+
+impl SandboxConfig {
+    /// Writes only below `root` (and the defaults), reads everywhere,
+    /// network on.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            writable: Vec::new(),
+            readable: None,
+            network: true,
+            max_abi: None,
+        }
+    }
+
+    fn abi(&self) -> ABI {
+        match self.max_abi {
+            Some(n) => ABI::from(n.min(TESTED_ABI as i32)),
+            None => TESTED_ABI,
+        }
+    }
+
+    /// The supervisor's arguments that carry this configuration (parsed
+    /// back by [`SandboxConfig::from_args`]).
+    pub(crate) fn to_args(&self, tmpdir: Option<&Path>) -> Vec<OsString> {
+        let mut args = vec![OsString::from("--landlock"), self.root.clone().into()];
+        for p in self.writable.iter().map(PathBuf::as_path).chain(tmpdir) {
+            args.push("--write".into());
+            args.push(p.into());
+        }
+        for p in self.readable.iter().flatten() {
+            args.push("--read".into());
+            args.push(p.into());
+        }
+        if !self.network {
+            args.push("--no-network".into());
+        }
+        if let Some(n) = self.max_abi {
+            args.push("--max-abi".into());
+            args.push(n.to_string().into());
+        }
+        args
+    }
+
+    /// Takes the sandbox options off the front of the supervisor's
+    /// arguments; `Ok(None)` when there are none (sandbox off).
+    pub(crate) fn from_args(
+        args: &mut std::iter::Peekable<impl Iterator<Item = OsString>>,
+    ) -> Result<Option<Self>, ()> {
+        if args.next_if(|a| a == "--landlock").is_none() {
+            return Ok(None);
+        }
+        let mut cfg = Self::new(args.next().ok_or(())?);
+        loop {
+            if args.next_if(|a| a == "--write").is_some() {
+                cfg.writable.push(args.next().ok_or(())?.into());
+            } else if args.next_if(|a| a == "--read").is_some() {
+                cfg.readable.get_or_insert_with(Vec::new).push(args.next().ok_or(())?.into());
+            } else if args.next_if(|a| a == "--no-network").is_some() {
+                cfg.network = false;
+            } else if args.next_if(|a| a == "--max-abi").is_some() {
+                let n = args.next().ok_or(())?;
+                cfg.max_abi = Some(n.to_str().and_then(|s| s.parse().ok()).ok_or(())?);
+            } else {
+                return Ok(Some(cfg));
+            }
+        }
+    }
+
+    /// Restricts the calling thread (and so every process it starts from
+    /// now on). Call it in a thread that does nothing else.
+    pub(crate) fn restrict_this_thread(&self) -> Result<Active, String> {
+        let abi = self.abi();
+        if abi == ABI::Unsupported {
+            return Err("Landlock is disabled (max ABI 0)".to_owned());
+        }
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let err = |e: RulesetError| e.to_string();
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(all)
+            .map_err(err)?;
+        let net = AccessNet::from_all(abi);
+        if !self.network && !net.is_empty() {
+            ruleset = ruleset.handle_access(net).map_err(err)?;
+        }
+        let scope = Scope::from_all(abi);
+        if !scope.is_empty() {
+            ruleset = ruleset.scope(scope).map_err(err)?;
+        }
+        let writable: Vec<&Path> = std::iter::once(self.root.as_path())
+            .chain(self.writable.iter().map(PathBuf::as_path))
+            .chain(ALWAYS_WRITABLE.iter().map(Path::new))
+            .collect();
+        let readable: Vec<&Path> = match &self.readable {
+            Some(paths) => paths.iter().map(PathBuf::as_path).collect(),
+            None => vec![Path::new("/")],
+        };
+        let status = ruleset
+            .create()
+            .map_err(err)?
+            .add_rules(path_beneath_rules(&readable, read))
+            .map_err(err)?
+            .add_rules(path_beneath_rules(&writable, all))
+            .map_err(err)?
+            .restrict_self()
+            .map_err(err)?;
+        let kernel_abi = match status.landlock {
+            LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
+            LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
+        };
+        if status.ruleset == RulesetStatus::NotEnforced || kernel_abi == 0 {
+            return Err(format!(
+                "Landlock is not available on this kernel ({:?})",
+                status.landlock
+            ));
+        }
+        let abi = kernel_abi.min(abi as i32);
+        Ok(Active { abi, network_off: !self.network && abi >= 4, scoped: abi >= 6 })
+    }
+}
+
+/// What a sandbox enforces on this kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Active {
+    /// The Landlock ABI in use (the kernel's, capped at the tested one).
+    pub abi: i32,
+    /// TCP bind/connect denied (asked for, and ABI 4+).
+    pub network_off: bool,
+    /// Signals and abstract Unix sockets scoped to the command (ABI 6+).
+    pub scoped: bool,
+}
+
+impl std::fmt::Display for Active {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "landlock ABI {}: fs writes confined, ptrace/proc scoped; tcp {}; signals/abstract sockets {}",
+            self.abi,
+            if self.network_off { "denied" } else { "allowed" },
+            if self.scoped { "scoped" } else { "not scoped (ABI < 6)" },
+        )
+    }
+}
+
+/// Checks at start-up that the sandbox can be applied here, in a thread
+/// that ends right after (the caller stays unrestricted), and says what it
+/// enforces. Also refuses writable or readable paths that do not exist
+/// (Landlock would silently skip them). The error names the way out.
+pub fn probe(cfg: &SandboxConfig) -> Result<Active, String> {
+    for p in std::iter::once(&cfg.root).chain(&cfg.writable).chain(cfg.readable.iter().flatten()) {
+        if !p.is_absolute() || !p.exists() {
+            return Err(format!("sandbox path {} is not an existing absolute path", p.display()));
+        }
+    }
+    let cfg = cfg.clone();
+    std::thread::spawn(move || cfg.restrict_this_thread())
+        .join()
+        .map_err(|_| "the sandbox probe panicked".to_owned())?
+        .map_err(|e| format!("{e}; start with --sandbox off to run commands without a sandbox"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_round_trip() {
+        let mut cfg = SandboxConfig::new("/r");
+        cfg.writable = vec!["/w".into()];
+        cfg.readable = Some(vec!["/a".into(), "/b".into()]);
+        cfg.network = false;
+        cfg.max_abi = Some(3);
+        let mut args = cfg.to_args(None);
+        args.extend(["run".into(), "x".into()]);
+        let mut it = args.into_iter().peekable();
+        assert_eq!(SandboxConfig::from_args(&mut it), Ok(Some(cfg)));
+        assert_eq!(it.next().as_deref(), Some(std::ffi::OsStr::new("run")));
+        let mut none = vec![OsString::from("session")].into_iter().peekable();
+        assert_eq!(SandboxConfig::from_args(&mut none), Ok(None));
+    }
+}

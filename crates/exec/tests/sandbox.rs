@@ -1,0 +1,148 @@
+//! The Landlock sandbox against real processes. Each attack is run twice:
+//! without the sandbox (the negative control: it must work, so the test can
+//! fail) and inside it (it must not).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{alive_with, assert_none, spec, supervisor, tag, wait_alive};
+use serverfs_exec::{Outcome, Owner, SandboxConfig, SessionConfig, Sessions, run};
+use tokio_util::sync::CancellationToken;
+
+/// A directory outside /tmp (which commands may write to): below the
+/// target directory.
+fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+async fn go(command: &str, root: &Path, sandbox: Option<SandboxConfig>) -> Outcome {
+    let mut s = spec(command, root);
+    s.sandbox = sandbox;
+    run(s, &CancellationToken::new(), None).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_only_below_the_root_tmp_and_tmpdir() {
+    let root = outside_tmp();
+    let elsewhere = outside_tmp();
+    let victim: PathBuf = elsewhere.path().join("victim");
+    let write_outside = format!("echo x > {}", victim.display());
+
+    // Negative control: without the sandbox the write lands.
+    let out = go(&write_outside, root.path(), None).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(victim.exists());
+    std::fs::remove_file(&victim).unwrap();
+
+    let sandbox = Some(SandboxConfig::new(root.path()));
+    let out = go(&write_outside, root.path(), sandbox.clone()).await;
+    assert_eq!(out.exit_code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    assert!(!victim.exists());
+
+    // Inside the root, /tmp and the private TMPDIR work; TMPDIR is the
+    // command's own and is gone afterwards.
+    let t = tag();
+    let out = go(
+        &format!(
+            "set -e; mkdir -p sub; echo a > sub/f; echo b > /tmp/sfs-{t}; rm /tmp/sfs-{t}; \
+             echo c > \"$TMPDIR/f\"; cat sub/f \"$TMPDIR/f\"; echo \"$TMPDIR\" >&2"
+        ),
+        root.path(),
+        sandbox.clone(),
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "a\nc\n");
+    let tmpdir = PathBuf::from(out.stderr.trim_end());
+    assert!(tmpdir.is_absolute() && !tmpdir.exists(), "{tmpdir:?}");
+
+    // An operator-added path is writable.
+    let mut cfg = SandboxConfig::new(root.path());
+    cfg.writable.push(elsewhere.path().to_owned());
+    let out = go(&write_outside, root.path(), Some(cfg)).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(victim.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn network_off_denies_tcp_connect() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let root = outside_tmp();
+    let connect = format!(
+        "/usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
+    );
+    // Negative control: network on (the default) connects.
+    let out = go(&connect, root.path(), Some(SandboxConfig::new(root.path()))).await;
+    assert_eq!(out.stdout, "connected\n", "{out:?}");
+    let mut cfg = SandboxConfig::new(root.path());
+    cfg.network = false;
+    let out = go(&connect, root.path(), Some(cfg)).await;
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("PermissionError"), "{out:?}");
+}
+
+/// Session A runs `sleep 300.<tag>` (its fds 0 and 1 are A's input and
+/// output); session B tries to write into A's output through /proc, read
+/// A's input, and kill A's process, its supervisor and the server.
+async fn cross_session(sandboxed: bool) -> (String, String, bool) {
+    let root = outside_tmp();
+    let mut cfg = SessionConfig::new(supervisor());
+    if sandboxed {
+        cfg.sandbox = Some(SandboxConfig::new(root.path()));
+    }
+    let sessions = Sessions::new(cfg);
+    let owner = Owner::new("o");
+    let cancel = CancellationToken::new();
+    let a = sessions.open(&owner, root.path(), None).unwrap();
+    let b = sessions.open(&owner, root.path(), None).unwrap();
+    let t = tag();
+    sessions.write(&owner, &a, &format!("sleep 300.{t}\n")).await.unwrap();
+    wait_alive(&format!("300.{t}")).await;
+    let victim = alive_with(&format!("300.{t}"))[0];
+    let server = std::process::id();
+    let a_supervisor = common::parent_pid(victim);
+    sessions
+        .write(
+            &owner,
+            &b,
+            &format!(
+                "echo INJECTED > /proc/{victim}/fd/1; echo w=$?; \
+                 timeout 1 cat /proc/{victim}/fd/0 > /dev/null; echo r=$?; \
+                 kill -0 {server}; echo s=$?; kill -0 {a_supervisor}; echo p=$?; \
+                 kill -9 {victim}; echo k=$?; echo done\n"
+            ),
+        )
+        .await
+        .unwrap();
+    let mut b_out = String::new();
+    let mut offset = 0;
+    while !b_out.contains("done\n") {
+        let r = sessions.read(&owner, &b, offset, 30_000, &cancel).await.unwrap();
+        offset = r.next_offset;
+        b_out.push_str(&r.output);
+    }
+    let a_out = sessions.read(&owner, &a, 0, 0, &cancel).await.unwrap().output;
+    let victim_alive = !alive_with(&format!("300.{t}")).is_empty();
+    sessions.close_all().await;
+    assert_none(&t);
+    (a_out, b_out, victim_alive)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_session_cannot_reach_another_through_proc_or_signals() {
+    // Negative control: without the sandbox (same user) B reaches A.
+    let (a_out, b_out, alive) = cross_session(false).await;
+    assert!(a_out.contains("INJECTED"), "{a_out:?} {b_out:?}");
+    assert!(b_out.contains("w=0") && b_out.contains("s=0") && b_out.contains("k=0"), "{b_out:?}");
+    assert!(!alive);
+
+    let (a_out, b_out, alive) = cross_session(true).await;
+    assert!(!a_out.contains("INJECTED"), "{a_out:?}");
+    for denied in ["w=1", "r=1", "s=1", "p=1", "k=1"] {
+        assert!(b_out.contains(denied), "{denied} in {b_out:?}");
+    }
+    assert!(alive);
+}

@@ -1,0 +1,214 @@
+//! The command sandbox and the survivor guarantee, end to end: the real
+//! binary over stdio, as root and as `nobody` (through `setpriv` when the
+//! test runs as root).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Client, Project, call, ok};
+use serde_json::json;
+
+/// The forged-status attack (see the exec crate's tests).
+const FORGE: &str = include_str!("../../exec/tests/forge.py");
+
+fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
+}
+
+fn tag() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}{}", std::process::id(), nanos.subsec_nanos())
+}
+
+fn alive_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A process of the command (not the supervisor, whose argv holds the
+/// command text) holds `needle`.
+fn wait_running(needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let running = alive_with(needle).into_iter().any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("__supervise"))
+        });
+        if running {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never started: {needle}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_none(needle: &str) {
+    let left = alive_with(needle);
+    assert!(left.is_empty(), "survivors of {needle}: {left:?}");
+}
+
+/// A stdio client of the server with `args`, as `nobody` when `nobody`.
+async fn start(p: &Project, nobody: bool, args: &[&str]) -> Client {
+    let server = p.command();
+    let mut cmd = if nobody {
+        for dir in [p.dir.path().to_path_buf(), p.root(), p.root().join("src")] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let mut wrapped = tokio::process::Command::new("setpriv");
+        wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", p.dir.path());
+        wrapped
+    } else {
+        tokio::process::Command::from(server)
+    };
+    cmd.arg("--stdio").args(args).stderr(Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    rmcp::service::serve_client_with_lifecycle(
+        rmcp::model::ClientConfig::default(),
+        transport,
+        rmcp::service::ClientLifecycleMode::Initialize,
+    )
+    .await
+    .unwrap()
+}
+
+fn attack(t: &str) -> String {
+    format!("setsid sleep 300.{t} & /usr/bin/python3 -c '{FORGE}' $PPID; sleep 301.{t}")
+}
+
+/// Unsandboxed (the attack may reach the supervisor: as root it forges the
+/// line, as nobody the non-dumpable supervisor refuses the copy but the
+/// kill lands): the call never reports the forged exit 0 and nothing
+/// survives, after `bash` and after `shell_close`.
+async fn forged_status_leaves_no_survivor(nobody: bool) {
+    let p = Project::new();
+    let client = start(&p, nobody, &["--sandbox", "off"]).await;
+    let t = tag();
+    let (is_error, v) = call(&client, "bash", json!({"command": attack(&t)})).await;
+    assert!(is_error, "{v}");
+    assert!(v.as_str().unwrap().starts_with("INTERNAL_ERROR"), "{v}");
+    assert_none(&t);
+
+    let t = tag();
+    let id = ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    ok(&client, "shell_write", json!({"session_id": id, "input": format!("{}\n", attack(&t))}))
+        .await;
+    let v = loop {
+        let v = ok(&client, "shell_read", json!({"session_id": id, "wait_ms": 5000})).await;
+        if v["exited"] == true {
+            break v;
+        }
+    };
+    assert_eq!(v["exit_code"], json!(null), "forged status believed: {v}");
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_none(&t);
+
+    // Sandboxed: the attack does not even reach the supervisor.
+    drop(client);
+    let client = start(&p, nobody, &[]).await;
+    let t = tag();
+    let v = ok(&client, "bash", json!({"command": attack(&t), "timeout_seconds": 3})).await;
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("pidfd_getfd failed") && out.contains("kill failed"), "{v}");
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_none(&t);
+    let t = tag();
+    let id = ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    ok(&client, "shell_write", json!({"session_id": id, "input": format!("{}\n", attack(&t))}))
+        .await;
+    wait_running(&format!("301.{t}"));
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_none(&t);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn forged_status_as_the_server_s_user() {
+    forged_status_leaves_no_survivor(false).await;
+}
+
+#[tokio::test]
+async fn forged_status_as_nobody() {
+    if !is_root() {
+        eprintln!("not root: the nobody variant needs setpriv as root; skipped");
+        return;
+    }
+    forged_status_leaves_no_survivor(true).await;
+}
+
+#[tokio::test]
+async fn writes_outside_the_root_are_refused_inside_work() {
+    let p = Project::new();
+    // Outside the root and outside /tmp (where commands may write).
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let victim = elsewhere.path().join("victim");
+    let command = format!(
+        "echo x > {v}; echo r=$?; echo y > inside; echo t > \"$TMPDIR/t\" && echo tmp=ok",
+        v = victim.display()
+    );
+    // Negative control: --sandbox off writes outside.
+    let client = start(&p, false, &["--sandbox", "off"]).await;
+    let v = ok(&client, "bash", json!({"command": command})).await;
+    assert!(v["stdout"].as_str().unwrap().contains("r=0"), "{v}");
+    assert!(victim.exists());
+    std::fs::remove_file(&victim).unwrap();
+    client.cancel().await.unwrap();
+
+    let client = start(&p, false, &[]).await;
+    let v = ok(&client, "bash", json!({"command": command})).await;
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("r=1") && out.contains("tmp=ok"), "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("Permission denied"), "{v}");
+    assert!(!victim.exists());
+    assert_eq!(p.read("inside"), "y\n");
+    client.cancel().await.unwrap();
+}
+
+/// The server's start-up log line about the sandbox (stdin closed at once,
+/// so it exits after starting), and its exit status.
+fn start_up(p: &Project, args: &[&str], env: &[(&str, &str)]) -> (String, bool) {
+    let out = p
+        .command()
+        .arg("--stdio")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (String::from_utf8_lossy(&out.stderr).into_owned(), out.status.success())
+}
+
+#[test]
+fn the_start_up_log_says_which_protections_are_active() {
+    let p = Project::new();
+    let (log, ok) = start_up(&p, &[], &[]);
+    assert!(ok, "{log}");
+    assert!(log.contains("\"event\":\"sandbox\"") && log.contains("landlock ABI"), "{log}");
+    assert!(log.contains("signals/abstract sockets scoped"), "{log}");
+    let (log, _) = start_up(&p, &["--command-network", "off"], &[]);
+    assert!(log.contains("tcp denied"), "{log}");
+    let (log, ok) = start_up(&p, &["--sandbox", "off"], &[]);
+    assert!(ok && log.contains("off (--sandbox off)"), "{log}");
+    // An older kernel (simulated): what is missing is said.
+    let (log, ok) =
+        start_up(&p, &["--command-network", "off"], &[("SERVERFS_SANDBOX_MAX_ABI", "3")]);
+    assert!(ok && log.contains("landlock ABI 3") && log.contains("tcp allowed"), "{log}");
+    assert!(log.contains("not scoped"), "{log}");
+    // No Landlock at all (simulated): refused, naming the way out.
+    let (log, ok) = start_up(&p, &[], &[("SERVERFS_SANDBOX_MAX_ABI", "0")]);
+    assert!(!ok && log.contains("--sandbox off"), "{log}");
+    // A writable path that does not exist is refused too.
+    let (log, ok) = start_up(&p, &["--command-writable", "/does/not/exist"], &[]);
+    assert!(!ok && log.contains("/does/not/exist"), "{log}");
+}

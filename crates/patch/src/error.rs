@@ -25,17 +25,20 @@ pub enum PatchErrorCode {
     PatchTooLarge,
     /// The file to update is not UTF-8 text.
     UnsupportedTextEncoding,
+    /// Planning was stopped by its caller (deadline or cancellation).
+    Timeout,
 }
 
 impl PatchErrorCode {
     /// Every code.
-    pub const ALL: [PatchErrorCode; 6] = [
+    pub const ALL: [PatchErrorCode; 7] = [
         Self::PatchSyntax,
         Self::PatchContextNotFound,
         Self::PatchContextAmbiguous,
         Self::PatchConflict,
         Self::PatchTooLarge,
         Self::UnsupportedTextEncoding,
+        Self::Timeout,
     ];
 
     /// The wire form, e.g. `PATCH_SYNTAX`.
@@ -47,6 +50,7 @@ impl PatchErrorCode {
             Self::PatchConflict => "PATCH_CONFLICT",
             Self::PatchTooLarge => "PATCH_TOO_LARGE",
             Self::UnsupportedTextEncoding => "UNSUPPORTED_TEXT_ENCODING",
+            Self::Timeout => "TIMEOUT",
         }
     }
 }
@@ -122,6 +126,7 @@ mod tests {
                 "PATCH_CONFLICT",
                 "PATCH_TOO_LARGE",
                 "UNSUPPORTED_TEXT_ENCODING",
+                "TIMEOUT",
             ]
         );
     }

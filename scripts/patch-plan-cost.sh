@@ -3,7 +3,8 @@
 #
 #   scripts/patch-plan-cost.sh [OLD_COMMIT] [TIMEOUT_SECONDS]
 #
-# Builds crates/patch/examples/plan_cost.rs (debug, like the tests) against
+# Builds crates/patch/examples/plan_cost.rs (release: the crate has no
+# dependencies, so this is quick) against
 # this tree and against OLD_COMMIT (default 48d4303, checked out with
 # `git worktree add` under target/patch-plan-cost-old), then runs every
 # workload × patch size (3 KiB, 24 KiB, 1 MiB against a 256 KiB file) on
@@ -23,11 +24,11 @@ fi
 mkdir -p "$old_tree/crates/patch/examples"
 cp "$root/crates/patch/examples/plan_cost.rs" "$old_tree/crates/patch/examples/"
 
-build() { (cd "$1" && cargo build --quiet --locked -p serverfs-patch --example plan_cost); }
+build() { (cd "$1" && cargo build --quiet --release --locked -p serverfs-patch --example plan_cost); }
 build "$root"
 CARGO_TARGET_DIR=$root/target/patch-plan-cost-old-target build "$old_tree"
-new_bin=$root/target/debug/examples/plan_cost
-old_bin=$root/target/patch-plan-cost-old-target/debug/examples/plan_cost
+new_bin=$root/target/release/examples/plan_cost
+old_bin=$root/target/patch-plan-cost-old-target/release/examples/plan_cost
 
 measure() {
     local out

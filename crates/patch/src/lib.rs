@@ -42,6 +42,7 @@
 //! assert_eq!(planned.hunks[0].line, 1);
 //! ```
 
+mod automaton;
 mod error;
 mod matching;
 mod parse;

@@ -28,20 +28,24 @@
 //!
 //! Cost, for a file of F bytes in N lines and hunks of P bytes in total:
 //! each pass reads every file line into an interned key once, on first
-//! use (O(F) per pass). A block of M lines is then found by comparing
-//! integer keys: through the positions of its rarest line when that is
-//! cheaper, otherwise by a Knuth–Morris–Pratt scan of the rest of the
-//! file, so one search costs O(M log N + min(c·M, N)) where c is how often
-//! its rarest line occurs after the cursor. The worst case is O(F + P +
-//! H·N) for H hunks (each scan is linear; none is quadratic in the block
-//! size); typical patches, whose lines are rare in the file, cost
-//! O(F + P·log N). The `stop` callback of [`plan_update_until`] is polled
+//! use, and builds a suffix automaton of the key sequence (O(F) per pass).
+//! A block of M lines is then looked up in the automaton in O(M) steps;
+//! when it occurs at most once in the whole file, that settles it. Only a
+//! block that occurs several times in the file (so it must be unique after
+//! the cursor) is searched by comparing integer keys: through the
+//! positions of its rarest line when that is cheaper, otherwise by a
+//! Knuth–Morris–Pratt scan of the rest of the file, O(M log N + min(c·M,
+//! N)) where c is how often its rarest line occurs after the cursor. So a
+//! patch whose hunks are unique in the file (the usual case) costs
+//! O(F + P); the worst case, H hunks each repeated earlier in the file, is
+//! O(F + P + H·N) — linear per hunk, never quadratic in a block's size. The `stop` callback of [`plan_update_until`] is polled
 //! every few thousand steps, so a deadline or a cancellation ends the work
 //! within a few milliseconds.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use crate::automaton::Automaton;
 use crate::error::{PatchError, PatchErrorCode, quote};
 use crate::{Hunk, HunkLine, MatchPass};
 
@@ -323,6 +327,8 @@ struct PassIndex<'a> {
     file: Vec<u32>,
     /// For each id, the file lines that have it, ascending.
     positions: Vec<Vec<usize>>,
+    /// Occurrences of any block in the whole file.
+    automaton: Automaton,
 }
 
 impl<'a> PassIndex<'a> {
@@ -344,7 +350,8 @@ impl<'a> PassIndex<'a> {
             file.push(id);
             positions[id as usize].push(i);
         }
-        Ok(Self { ids, file, positions })
+        let automaton = Automaton::build(&file, &mut || budget.tick())?;
+        Ok(Self { ids, file, positions, automaton })
     }
 
     /// Every start `s` in `from..=last` where `wanted` (ids) matches, in
@@ -469,6 +476,21 @@ impl<'a, 's> Search<'a, 's> {
                 return Ok(Matches::default());
             };
             wanted.push(id);
+        }
+        if !at_end {
+            // A block found once in the whole file needs no scan: that one
+            // place is either after the cursor or not.
+            let mut found = Matches::default();
+            match index.automaton.occurrences(&wanted) {
+                (0, _) => return Ok(found),
+                (1, start) => {
+                    if start >= from {
+                        found.push(start);
+                    }
+                    return Ok(found);
+                }
+                _ => {}
+            }
         }
         index.scan(&wanted, from, last, &mut self.budget)
     }

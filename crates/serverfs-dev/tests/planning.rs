@@ -1,9 +1,11 @@
 //! apply_patch planning under the call's deadline and cancellation, over
 //! stdio with the real binary. The patch is the planner's worst case: a
-//! 256 KiB file of `a`/`b` lines in which every run of 17 lines is unique
-//! (a maximal-length LFSR sequence), and ~1 MiB of hunks of 17 such lines,
-//! so every search scans the rest of the file. Assertions are on events
-//! (the answer, the call's log line, the file), never on durations.
+//! 256 KiB file of `a`/`b` lines made of one sequence twice (a
+//! maximal-length LFSR sequence: every run of 17 lines in it is unique)
+//! around a `MARK` line, and ~1 MiB of hunks of 17 such lines placed after
+//! `MARK`: each block occurs twice in the file, so each must be searched
+//! for in the rest of the file. Assertions are on events (the answer, the
+//! call's log line, the file), never on durations.
 
 mod common;
 
@@ -16,11 +18,11 @@ use serde_json::{Value, json};
 
 const WINDOW: usize = 17;
 
-/// The 2^17 − 1 lines of one LFSR period (x^17 + x^14 + 1): every window
-/// of 17 lines occurs once.
+/// The lines of the patched half: the start of an LFSR period
+/// (x^17 + x^14 + 1), in which every window of 17 lines occurs once.
 fn lines() -> Vec<&'static str> {
     let mut state: u32 = 1;
-    (0..(1usize << WINDOW) - 1)
+    (0..(1usize << 16) - 1)
         .map(|_| {
             let bit = state & 1;
             let feedback = (state ^ (state >> 3)) & 1;
@@ -30,17 +32,22 @@ fn lines() -> Vec<&'static str> {
         .collect()
 }
 
+/// The half without its last line, `MARK`, the half: 262,143 bytes.
 fn file_text() -> String {
-    lines().iter().map(|l| format!("{l}\n")).collect()
+    let half: String = lines().iter().map(|l| format!("{l}\n")).collect();
+    let text = format!("{}MARK\n{half}", &half[..half.len() - 2]);
+    assert!(text.len() <= 256 * 1024, "{}", text.len());
+    text
 }
 
-/// One hunk per window, in order: 16 context lines, the 17th replaced.
+/// One hunk per window of the second half, in order (the first after
+/// `@@ MARK`): 16 context lines, the 17th replaced.
 fn the_patch() -> String {
     let lines = lines();
     let mut patch = String::from("*** Begin Patch\n*** Update File: big.txt\n");
-    let pad = "x".repeat(66);
-    for window in lines.chunks_exact(WINDOW) {
-        patch.push_str("@@\n");
+    let pad = "x".repeat(200);
+    for (k, window) in lines.chunks_exact(WINDOW).enumerate() {
+        patch.push_str(if k == 0 { "@@ MARK\n" } else { "@@\n" });
         for line in &window[..WINDOW - 1] {
             patch.push_str(&format!(" {line}\n"));
         }

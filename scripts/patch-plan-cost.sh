@@ -40,7 +40,7 @@ measure() {
 }
 
 printf '%-9s %9s %14s %14s\n' workload patch "old $old_commit" new
-for workload in repeated spread; do
+for workload in repeated spread twice; do
     for size in 3072 24576 1048576; do
         "$new_bin" "$workload" "$size" >&2
         printf '%-9s %9s %14s %14s\n' "$workload" "$size" \

@@ -15,6 +15,11 @@
 //! - `spread`: a file of distinct code-like lines and hunks spread over it
 //!   in file order (one context line, one line replaced, one context line),
 //!   with the `+` lines padded to reach the patch size.
+//! - `twice`: the planner's worst case. The file is one `a`/`b` sequence
+//!   in which every run of 17 lines is unique, twice, around a `MARK`
+//!   line; the hunks are consecutive runs of 17 lines after `MARK`, each
+//!   occurring twice in the file, so each is searched for in the rest of
+//!   the file.
 
 use std::io::Write;
 
@@ -22,7 +27,7 @@ use serverfs_patch::{Operation, PatchLimits, parse, plan_update};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: plan_cost <repeated|spread> <patch bytes> [file bytes]";
+    let usage = "usage: plan_cost <repeated|spread|twice> <patch bytes> [file bytes]";
     let workload = args.get(1).expect(usage);
     let patch_bytes: usize = args.get(2).and_then(|a| a.parse().ok()).expect(usage);
     let file_bytes: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(256 * 1024);
@@ -30,6 +35,7 @@ fn main() {
     let (file, patch) = match workload.as_str() {
         "repeated" => repeated(file_bytes, patch_bytes),
         "spread" => spread(file_bytes, patch_bytes),
+        "twice" => twice(file_bytes, patch_bytes),
         _ => panic!("{usage}"),
     };
     let limits = PatchLimits { max_patch_bytes: usize::MAX, ..PatchLimits::default() };
@@ -83,6 +89,35 @@ fn spread(file_bytes: usize, patch_bytes: usize) -> (String, String) {
             " //".repeat(pad / 3),
             line(a + 2)
         ));
+    }
+    patch.push_str("*** End Patch\n");
+    (file, patch)
+}
+
+fn twice(file_bytes: usize, patch_bytes: usize) -> (String, String) {
+    const WINDOW: usize = 17;
+    // An LFSR of period 2^17 - 1 (x^17 + x^14 + 1): runs of 17 are unique.
+    let mut state: u32 = 1;
+    let half: Vec<&str> = (0..(file_bytes / 4).saturating_sub(2))
+        .map(|_| {
+            let bit = state & 1;
+            let feedback = (state ^ (state >> 3)) & 1;
+            state = (state >> 1) | (feedback << (WINDOW - 1));
+            if bit == 1 { "b" } else { "a" }
+        })
+        .collect();
+    let text: String = half.iter().map(|l| format!("{l}\n")).collect();
+    let file = format!("{text}MARK\n{text}");
+    let per_hunk = 3 + (WINDOW - 1) * 3 + 6;
+    let hunks = (patch_bytes / per_hunk).clamp(1, half.len() / WINDOW);
+    let pad = "x".repeat((patch_bytes / hunks).saturating_sub(per_hunk));
+    let mut patch = String::from("*** Begin Patch\n*** Update File: f.txt\n");
+    for (k, window) in half.chunks_exact(WINDOW).take(hunks).enumerate() {
+        patch.push_str(if k == 0 { "@@ MARK\n" } else { "@@\n" });
+        for line in &window[..WINDOW - 1] {
+            patch.push_str(&format!(" {line}\n"));
+        }
+        patch.push_str(&format!("-{}\n+{}{pad}\n", window[WINDOW - 1], window[WINDOW - 1]));
     }
     patch.push_str("*** End Patch\n");
     (file, patch)

@@ -13,7 +13,8 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use serverfs_patch::{HunkLine, Operation, Patch, PatchErrorCode, PatchLimits, parse};
+use serverfs_core::ErrorCode;
+use serverfs_patch::{HunkLine, Operation, Patch, PatchLimits, parse};
 
 /// A small operation limit, so that PATCH_TOO_LARGE is reachable.
 const LIMITS: PatchLimits = PatchLimits { max_patch_bytes: 1 << 20, max_operations: 8 };
@@ -37,7 +38,7 @@ fuzz_target!(|text: &str| {
         }
         Err(e) => {
             assert!(!e.message().is_empty() && !e.message().contains('\n'), "{e}");
-            if e.code() == PatchErrorCode::PatchSyntax {
+            if e.code() == ErrorCode::PatchSyntax {
                 let rest = e.message().strip_prefix("line ").expect("names a line");
                 let number: usize = rest[..rest.find(':').unwrap()].parse().unwrap();
                 assert!(number >= 1 && number <= text.split('\n').count() + 1, "{e}");

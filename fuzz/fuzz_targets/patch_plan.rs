@@ -13,7 +13,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use serverfs_patch::{Hunk, HunkLine, Operation, PatchErrorCode, PatchLimits, parse, plan_update};
+use serverfs_core::ErrorCode;
+use serverfs_patch::{Hunk, HunkLine, Operation, PatchLimits, parse, plan_update};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -69,14 +70,14 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             assert!(!e.message().contains('\n'), "{e}");
-            let encoding = e.code() == PatchErrorCode::UnsupportedTextEncoding;
+            let encoding = e.code() == ErrorCode::UnsupportedTextEncoding;
             assert_eq!(encoding, utf8.is_err(), "{e}");
             assert!(
                 encoding
                     || matches!(
                         e.code(),
-                        PatchErrorCode::PatchContextNotFound
-                            | PatchErrorCode::PatchContextAmbiguous
+                        ErrorCode::PatchContextNotFound
+                            | ErrorCode::PatchContextAmbiguous
                     ),
                 "{e}"
             );

@@ -7,6 +7,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
+use serde::Serialize;
+use serverfs_core::Reported;
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
@@ -85,24 +88,47 @@ pub struct Progress {
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// How a command ended. A non-zero exit is an outcome, not an error.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// It is the bash tool's result as sent (`BashResult`): the field docs a
+/// client reads are the `schemars(description)`s.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(rename = "BashResult")]
 pub struct Outcome {
     /// bash's exit code; `None` when it was killed by a signal (a timeout
     /// or a cancellation included).
+    #[schemars(
+        description = "bash's exit code; null when it was killed by a signal (a timeout included)."
+    )]
     pub exit_code: Option<i32>,
     /// The signal that killed bash, e.g. `SIGKILL`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "The signal that ended it, e.g. SIGKILL.")]
     pub signal: Option<String>,
     /// The first `output_cap` characters of stdout.
+    #[schemars(description = "The first 16,000 characters of standard output.")]
     pub stdout: String,
     /// The first `output_cap` characters of stderr.
+    #[schemars(description = "The first 16,000 characters of standard error.")]
     pub stderr: String,
     /// The timeout fired; the command's tree was killed.
+    #[schemars(
+        description = "The timeout fired; the command and everything it started were killed."
+    )]
     pub timed_out: bool,
     /// A stream was longer than the cap, or its pipe was still held open
     /// when collection stopped.
+    #[schemars(description = "An output stream was longer than 16,000 characters and was cut.")]
     pub output_truncated: bool,
     /// The token fired (or the future was dropped); the tree was killed.
+    /// Not sent: a cancelled call has no client left to read it.
+    #[serde(skip)]
     pub cancelled: bool,
+}
+
+impl Reported for Outcome {
+    fn bytes_returned(&self) -> u64 {
+        (self.stdout.len() + self.stderr.len()) as u64
+    }
 }
 
 /// Checks `timeout_seconds` (1…600).

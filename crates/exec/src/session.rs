@@ -10,6 +10,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
+use serde::Serialize;
+use serverfs_core::Reported;
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
@@ -83,45 +86,84 @@ pub const MAX_WAIT_MS: u64 = 600_000;
 /// After the supervisor exited, how long the output pipe may stay open.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// The answer of [`Sessions::read`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The answer of [`Sessions::read`], and shell_read's result as sent
+/// (`ShellReadResult`; the field docs a client reads are the
+/// `schemars(description)`s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(rename = "ShellReadResult")]
 pub struct ReadOutput {
     /// Output from `offset` to `next_offset` (lossy UTF-8; never ends in
     /// the middle of a character while the shell runs).
+    #[schemars(description = "Output (stdout and stderr together) from offset to next_offset.")]
     pub output: String,
     /// Where `output` starts: the requested offset, or the buffer's start
     /// when that offset was already dropped.
+    #[schemars(
+        description = "Where output starts: the offset asked for, or the oldest kept byte when that was dropped."
+    )]
     pub offset: u64,
     /// The offset to ask for next.
+    #[schemars(description = "The offset to read from next.")]
     pub next_offset: u64,
     /// Bytes between the requested offset and `offset` that were dropped
     /// from the buffer (0 normally).
+    #[schemars(
+        description = "Bytes between the offset asked for and offset that were dropped from the buffer."
+    )]
     pub dropped: u64,
     /// More output is buffered beyond `next_offset` right now.
+    #[schemars(description = "More output is already waiting beyond next_offset.")]
     pub more: bool,
     /// The shell has ended and all its output is in the buffer.
+    #[schemars(
+        description = "The shell has ended and all its output has been read into the buffer."
+    )]
     pub exited: bool,
     /// Its exit code, when it exited normally.
     pub exit_code: Option<i32>,
     /// The signal that killed it, e.g. `SIGKILL`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "The signal that ended it, e.g. SIGKILL.")]
     pub signal: Option<String>,
 }
 
-/// One entry of [`Sessions::list`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl Reported for ReadOutput {
+    fn bytes_returned(&self) -> u64 {
+        self.output.len() as u64
+    }
+}
+
+/// One entry of [`Sessions::list`], as shell_list and shell_close send it
+/// (`ShellInfo`; the field docs a client reads are the
+/// `schemars(description)`s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(rename = "ShellInfo", description = "One session.")]
 pub struct SessionInfo {
     /// The session id.
+    #[schemars(description = "The session's id.")]
     pub session_id: String,
     /// Bytes of output so far (the next offset a reader will reach).
+    #[schemars(description = "Bytes of output so far.")]
     pub end_offset: u64,
-    /// Since the last read or write.
+    /// Since the last read or write (sent in whole seconds).
+    #[serde(rename = "idle_seconds", serialize_with = "whole_seconds")]
+    #[schemars(with = "u64", description = "Seconds since the last read or write.")]
     pub idle: Duration,
     /// The shell has ended.
     pub exited: bool,
     /// Its exit code.
+    #[schemars(description = "Its exit code, when it exited normally.")]
     pub exit_code: Option<i32>,
     /// The signal that killed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(description = "The signal that ended it.")]
     pub signal: Option<String>,
+}
+
+impl Reported for SessionInfo {}
+
+fn whole_seconds<S: serde::Serializer>(idle: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(idle.as_secs())
 }
 
 /// The output buffer and the end state, under one lock (so a waiter never

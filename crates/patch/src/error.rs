@@ -1,86 +1,37 @@
 //! The one error type of the patch crate: a stable code plus a message that
 //! names the patch line or the hunk, safe to show to a client.
 //!
-//! The codes carry the same wire strings as the matching codes of
-//! `serverfs-core`'s `ErrorCode`, so the server maps them one to one.
+//! The code is the workspace's one [`ErrorCode`] (`PATCH_SYNTAX`,
+//! `PATCH_CONTEXT_NOT_FOUND`, `PATCH_CONTEXT_AMBIGUOUS`, `PATCH_CONFLICT`,
+//! `PATCH_TOO_LARGE`, `UNSUPPORTED_TEXT_ENCODING`), so a [`PatchError`]
+//! becomes an [`FsError`] without any mapping.
+//!
 //! Messages never contain host paths: only the paths written in the patch.
 
 use std::fmt;
 
-/// Stable error codes. Clients match on these strings; never rename one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PatchErrorCode {
-    /// The patch text is malformed; the message names the 1-based patch
-    /// line and what was expected there.
-    PatchSyntax,
-    /// A hunk's context (or an `@@` line) is not in the file, or not after
-    /// the previous hunk.
-    PatchContextNotFound,
-    /// A hunk's context matches more than one place.
-    PatchContextAmbiguous,
-    /// The same path appears twice in the patch.
-    PatchConflict,
-    /// The patch is over its byte or operation limit.
-    PatchTooLarge,
-    /// The file to update is not UTF-8 text.
-    UnsupportedTextEncoding,
-    /// Planning was stopped by its caller (deadline or cancellation).
-    Timeout,
-}
-
-impl PatchErrorCode {
-    /// Every code.
-    pub const ALL: [PatchErrorCode; 7] = [
-        Self::PatchSyntax,
-        Self::PatchContextNotFound,
-        Self::PatchContextAmbiguous,
-        Self::PatchConflict,
-        Self::PatchTooLarge,
-        Self::UnsupportedTextEncoding,
-        Self::Timeout,
-    ];
-
-    /// The wire form, e.g. `PATCH_SYNTAX`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PatchSyntax => "PATCH_SYNTAX",
-            Self::PatchContextNotFound => "PATCH_CONTEXT_NOT_FOUND",
-            Self::PatchContextAmbiguous => "PATCH_CONTEXT_AMBIGUOUS",
-            Self::PatchConflict => "PATCH_CONFLICT",
-            Self::PatchTooLarge => "PATCH_TOO_LARGE",
-            Self::UnsupportedTextEncoding => "UNSUPPORTED_TEXT_ENCODING",
-            Self::Timeout => "TIMEOUT",
-        }
-    }
-}
-
-impl fmt::Display for PatchErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use serverfs_core::{ErrorCode, FsError};
 
 /// A refused patch: code and client-safe message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PatchError {
-    code: PatchErrorCode,
+    code: ErrorCode,
     message: String,
 }
 
 impl PatchError {
     /// An error with this code and message.
-    pub fn new(code: PatchErrorCode, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into() }
     }
 
-    /// A [`PatchErrorCode::PatchSyntax`] error at a 1-based patch line.
+    /// A [`ErrorCode::PatchSyntax`] error at a 1-based patch line.
     pub(crate) fn syntax(line: usize, message: impl fmt::Display) -> Self {
-        Self::new(PatchErrorCode::PatchSyntax, format!("line {line}: {message}"))
+        Self::new(ErrorCode::PatchSyntax, format!("line {line}: {message}"))
     }
 
     /// The machine code.
-    pub fn code(&self) -> PatchErrorCode {
+    pub fn code(&self) -> ErrorCode {
         self.code
     }
 
@@ -99,6 +50,12 @@ impl fmt::Display for PatchError {
 
 impl std::error::Error for PatchError {}
 
+impl From<PatchError> for FsError {
+    fn from(e: PatchError) -> Self {
+        FsError::new(e.code, e.message)
+    }
+}
+
 /// Quotes a piece of patch or file text for a message: at most 80
 /// characters (a patch line can be a megabyte long), escaped like a Rust
 /// string so control characters cannot break the message's one line.
@@ -115,20 +72,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_are_unique_and_match_core_spelling() {
-        let wire: Vec<&str> = PatchErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(
-            wire,
-            [
-                "PATCH_SYNTAX",
-                "PATCH_CONTEXT_NOT_FOUND",
-                "PATCH_CONTEXT_AMBIGUOUS",
-                "PATCH_CONFLICT",
-                "PATCH_TOO_LARGE",
-                "UNSUPPORTED_TEXT_ENCODING",
-                "TIMEOUT",
-            ]
-        );
+    fn becomes_the_same_fs_error() {
+        let e = FsError::from(PatchError::new(ErrorCode::PatchContextNotFound, "hunk 2"));
+        assert_eq!(e.to_string(), "PATCH_CONTEXT_NOT_FOUND: hunk 2");
     }
 
     #[test]

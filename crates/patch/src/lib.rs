@@ -48,7 +48,7 @@ mod matching;
 mod parse;
 mod plan;
 
-pub use error::{PatchError, PatchErrorCode};
+pub use error::PatchError;
 pub use matching::MatchPass;
 pub use parse::parse;
 pub use plan::{HunkReport, Planned, add_file_bytes, plan_update, plan_update_until};

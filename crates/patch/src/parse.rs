@@ -46,7 +46,9 @@
 
 use std::collections::HashMap;
 
-use crate::error::{PatchError, PatchErrorCode, quote};
+use serverfs_core::ErrorCode;
+
+use crate::error::{PatchError, quote};
 use crate::{Hunk, HunkLine, Operation, Patch, PatchLimits};
 
 const BEGIN: &str = "*** Begin Patch";
@@ -69,7 +71,7 @@ const EXPECTED_HUNK_LINE: &str = "expected a hunk line starting with ' ', '-', '
 pub fn parse(text: &str, limits: &PatchLimits) -> Result<Patch, PatchError> {
     if text.len() > limits.max_patch_bytes {
         return Err(PatchError::new(
-            PatchErrorCode::PatchTooLarge,
+            ErrorCode::PatchTooLarge,
             format!(
                 "the patch is {} bytes, over the limit of {} bytes; split it into several patches",
                 text.len(),
@@ -163,7 +165,7 @@ impl<'a> Parser<'a> {
             }
             if operations.len() >= self.limits.max_operations {
                 return Err(PatchError::new(
-                    PatchErrorCode::PatchTooLarge,
+                    ErrorCode::PatchTooLarge,
                     format!(
                         "line {}: the patch has more than {} file operations, the limit; \
                          split it into several patches",
@@ -251,7 +253,7 @@ impl<'a> Parser<'a> {
         }
         if let Some(first) = self.seen.get(path) {
             return Err(PatchError::new(
-                PatchErrorCode::PatchConflict,
+                ErrorCode::PatchConflict,
                 format!(
                     "line {line}: the path {} appears twice in the patch (first at line {first}); \
                      a file may be named once, as a source or as a move target",
@@ -475,7 +477,7 @@ fn shell_word(text: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PatchErrorCode::*;
+    use serverfs_core::ErrorCode::*;
 
     fn ok(text: &str) -> Vec<Operation> {
         match parse(text, &PatchLimits::default()) {
@@ -485,7 +487,7 @@ mod tests {
     }
 
     /// The error's code and message for a patch that must fail.
-    fn err(text: &str) -> (PatchErrorCode, String) {
+    fn err(text: &str) -> (ErrorCode, String) {
         match parse(text, &PatchLimits::default()) {
             Ok(p) => panic!("{text:?} parsed: {p:?}"),
             Err(e) => (e.code(), e.message().to_owned()),

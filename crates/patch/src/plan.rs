@@ -38,15 +38,18 @@
 //! N)) where c is how often its rarest line occurs after the cursor. So a
 //! patch whose hunks are unique in the file (the usual case) costs
 //! O(F + P); the worst case, H hunks each repeated earlier in the file, is
-//! O(F + P + H·N) — linear per hunk, never quadratic in a block's size. The `stop` callback of [`plan_update_until`] is polled
-//! every few thousand steps, so a deadline or a cancellation ends the work
-//! within a few milliseconds.
+//! O(F + P + H·N) — linear per hunk, never quadratic in a block's size.
+//! The `stop` callback of [`plan_update_until`] is polled every few
+//! thousand steps, so a deadline or a cancellation ends the work within a
+//! few milliseconds.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use serverfs_core::ErrorCode;
+
 use crate::automaton::Automaton;
-use crate::error::{PatchError, PatchErrorCode, quote};
+use crate::error::{PatchError, quote};
 use crate::{Hunk, HunkLine, MatchPass};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -127,7 +130,7 @@ pub fn plan_update_until(
     };
     let text = std::str::from_utf8(body).map_err(|e| {
         PatchError::new(
-            PatchErrorCode::UnsupportedTextEncoding,
+            ErrorCode::UnsupportedTextEncoding,
             format!(
                 "{}: the file is not UTF-8 text (invalid byte at offset {}); apply_patch edits \
                  UTF-8 text only",
@@ -157,7 +160,7 @@ pub fn plan_update_until(
             cursor = found + 1;
         }
         let placed = match at.place(&mut search, cursor, &hunk.lines) {
-            Err(e) if e.code() == PatchErrorCode::PatchContextNotFound => {
+            Err(e) if e.code() == ErrorCode::PatchContextNotFound => {
                 // A trailing blank line is most often the one a model left
                 // before `*** End Patch`: try again without it.
                 let trimmed = without_trailing_blank(&hunk.lines);
@@ -165,7 +168,7 @@ pub fn plan_update_until(
                     return Err(e);
                 }
                 at.place(&mut search, cursor, trimmed).map_err(|retry| {
-                    if retry.code() == PatchErrorCode::PatchContextNotFound { e } else { retry }
+                    if retry.code() == ErrorCode::PatchContextNotFound { e } else { retry }
                 })?
             }
             placed => placed?,
@@ -302,7 +305,7 @@ impl Budget<'_> {
     fn poll(&mut self) -> Result<(), PatchError> {
         if (self.stop)() {
             return Err(PatchError::new(
-                PatchErrorCode::Timeout,
+                ErrorCode::Timeout,
                 "planning the patch was stopped: the call's deadline passed or it was \
                  cancelled; nothing was written",
             ));
@@ -607,7 +610,7 @@ impl Where<'_> {
             numbers.push("…".to_owned());
         }
         PatchError::new(
-            PatchErrorCode::PatchContextAmbiguous,
+            ErrorCode::PatchContextAmbiguous,
             format!(
                 "{}: {} found at {} places ({} match): lines {}; add context lines (or an '@@' \
                  line naming the enclosing block) so that it matches exactly one place",
@@ -640,7 +643,7 @@ impl Where<'_> {
             ""
         };
         PatchError::new(
-            PatchErrorCode::PatchContextNotFound,
+            ErrorCode::PatchContextNotFound,
             format!(
                 "{}: {} not found {place}, even ignoring whitespace and typographic quotes, \
                  dashes and spaces{hint}; re-read the file and write the patch against its \
@@ -655,7 +658,7 @@ impl Where<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PatchErrorCode::*;
+    use serverfs_core::ErrorCode::*;
 
     fn hunk(contexts: &[&str], body: &str) -> Hunk {
         let lines = body
@@ -686,7 +689,7 @@ mod tests {
         Ok((String::from_utf8(planned.bytes).unwrap(), reports))
     }
 
-    fn fails(file: &str, hunks: &[Hunk], code: PatchErrorCode, needle: &str) {
+    fn fails(file: &str, hunks: &[Hunk], code: ErrorCode, needle: &str) {
         let e = plan(file, hunks).unwrap_err();
         assert_eq!(e.code(), code, "{e}");
         assert!(e.message().contains(needle), "{:?} lacks {needle:?}", e.message());

@@ -53,7 +53,7 @@ impl Commands {
         args: BashArgs,
         cancel: &CancellationToken,
         progress: Option<ProgressFn>,
-    ) -> Result<BashResult, FsError> {
+    ) -> Result<Outcome, FsError> {
         self.policy.check(&args.command)?;
         let timeout_seconds = args.timeout_seconds.unwrap_or(serverfs_exec::DEFAULT_TIMEOUT_SECS);
         serverfs_exec::check_timeout(timeout_seconds)?;
@@ -65,7 +65,7 @@ impl Commands {
         spec.timeout_seconds = timeout_seconds;
         let outcome = serverfs_exec::run(spec, cancel, progress).await?;
         drop(workdir);
-        Ok(BashResult::from(outcome))
+        Ok(outcome)
     }
 
     /// Opens a shell session in `workdir` for `owner`.
@@ -97,20 +97,22 @@ impl Commands {
         owner: &Owner,
         args: &ShellReadArgs,
         cancel: &CancellationToken,
-    ) -> Result<ShellReadResult, FsError> {
-        let read =
-            self.sessions.read(owner, &args.session_id, args.offset, args.wait_ms, cancel).await?;
-        Ok(ShellReadResult::from(read))
+    ) -> Result<ReadOutput, FsError> {
+        self.sessions.read(owner, &args.session_id, args.offset, args.wait_ms, cancel).await
     }
 
     /// Closes a session, killing everything it started.
-    pub async fn shell_close(&self, owner: &Owner, session_id: &str) -> Result<ShellInfo, FsError> {
-        self.sessions.close(owner, session_id).await.map(ShellInfo::from)
+    pub async fn shell_close(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+    ) -> Result<SessionInfo, FsError> {
+        self.sessions.close(owner, session_id).await
     }
 
     /// The owner's sessions.
     pub fn shell_list(&self, owner: &Owner) -> ShellList {
-        ShellList { sessions: self.sessions.list(owner).into_iter().map(ShellInfo::from).collect() }
+        ShellList { sessions: self.sessions.list(owner) }
     }
 
     /// Closes every session (at shutdown).
@@ -148,43 +150,6 @@ pub struct BashArgs {
 
 fn dot() -> String {
     ".".to_owned()
-}
-
-/// Result of bash. A non-zero exit is a result, not an error.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct BashResult {
-    /// bash's exit code; null when it was killed by a signal (a timeout included).
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, e.g. SIGKILL.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-    /// The first 16,000 characters of standard output.
-    pub stdout: String,
-    /// The first 16,000 characters of standard error.
-    pub stderr: String,
-    /// The timeout fired; the command and everything it started were killed.
-    pub timed_out: bool,
-    /// An output stream was longer than 16,000 characters and was cut.
-    pub output_truncated: bool,
-}
-
-impl From<Outcome> for BashResult {
-    fn from(o: Outcome) -> Self {
-        Self {
-            exit_code: o.exit_code,
-            signal: o.signal,
-            stdout: o.stdout,
-            stderr: o.stderr,
-            timed_out: o.timed_out,
-            output_truncated: o.output_truncated,
-        }
-    }
-}
-
-impl Reported for BashResult {
-    fn bytes_returned(&self) -> u64 {
-        (self.stdout.len() + self.stderr.len()) as u64
-    }
 }
 
 /// Arguments of shell_open.
@@ -236,49 +201,6 @@ pub struct ShellReadArgs {
     pub wait_ms: u64,
 }
 
-/// Result of shell_read.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ShellReadResult {
-    /// Output (stdout and stderr together) from offset to next_offset.
-    pub output: String,
-    /// Where output starts: the offset asked for, or the oldest kept byte when that was dropped.
-    pub offset: u64,
-    /// The offset to read from next.
-    pub next_offset: u64,
-    /// Bytes between the offset asked for and offset that were dropped from the buffer.
-    pub dropped: u64,
-    /// More output is already waiting beyond next_offset.
-    pub more: bool,
-    /// The shell has ended and all its output has been read into the buffer.
-    pub exited: bool,
-    /// Its exit code, when it exited normally.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it, e.g. SIGKILL.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-}
-
-impl From<ReadOutput> for ShellReadResult {
-    fn from(r: ReadOutput) -> Self {
-        Self {
-            output: r.output,
-            offset: r.offset,
-            next_offset: r.next_offset,
-            dropped: r.dropped,
-            more: r.more,
-            exited: r.exited,
-            exit_code: r.exit_code,
-            signal: r.signal,
-        }
-    }
-}
-
-impl Reported for ShellReadResult {
-    fn bytes_returned(&self) -> u64 {
-        self.output.len() as u64
-    }
-}
-
 /// Arguments of shell_close.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellCloseArgs {
@@ -290,44 +212,11 @@ pub struct ShellCloseArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellListArgs {}
 
-/// One session.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ShellInfo {
-    /// The session's id.
-    pub session_id: String,
-    /// Bytes of output so far.
-    pub end_offset: u64,
-    /// Seconds since the last read or write.
-    pub idle_seconds: u64,
-    /// The shell has ended.
-    pub exited: bool,
-    /// Its exit code, when it exited normally.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<String>,
-}
-
-impl From<SessionInfo> for ShellInfo {
-    fn from(s: SessionInfo) -> Self {
-        Self {
-            session_id: s.session_id,
-            end_offset: s.end_offset,
-            idle_seconds: s.idle.as_secs(),
-            exited: s.exited,
-            exit_code: s.exit_code,
-            signal: s.signal,
-        }
-    }
-}
-
-impl Reported for ShellInfo {}
-
 /// Result of shell_list.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ShellList {
     /// The caller's open sessions.
-    pub sessions: Vec<ShellInfo>,
+    pub sessions: Vec<SessionInfo>,
 }
 
 impl Reported for ShellList {}

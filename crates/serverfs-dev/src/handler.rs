@@ -21,7 +21,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
-use serverfs_exec::Owner;
+use serverfs_exec::{Outcome, Owner, ReadOutput, SessionInfo};
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
@@ -29,16 +29,17 @@ use serverfs_tools::schema::{
     input_schema, output_schema, publish_configured_maxima,
 };
 use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
+use serverfs_write::PatchReport;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{
-    BashArgs, BashResult, Commands, ShellCloseArgs, ShellInfo, ShellList, ShellListArgs,
-    ShellOpenArgs, ShellOpened, ShellReadArgs, ShellReadResult, ShellWriteArgs, ShellWritten,
-    logged,
+    BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs, ShellOpened,
+    ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
 };
 use crate::links::{FileLinkArgs, FileLinkResult, Links};
-use crate::patching::{ApplyPatchArgs, ApplyPatchResult};
-use crate::project::{Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult};
+use crate::project::{
+    ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult,
+};
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS dev gives you one project directory to work in. \
@@ -284,17 +285,17 @@ impl DevServer {
     #[tool(
         description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM, a missing final newline and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created. The patch may be wrapped as apply_patch <<'EOF' … EOF or cd <dir> && apply_patch <<'EOF' … EOF (paths then inside <dir>).\nRefused, unlike Codex (nothing is written):\n- a failing hunk or file anywhere: nothing is applied, not the files before it\n- *** Add File: onto an existing file (ALREADY_EXISTS; use *** Update File)\n- *** Move to: onto an existing file (ALREADY_EXISTS)\n- a hunk with no '-' or '+' line, even with a Move (PATCH_SYNTAX)\n- context matching several places (PATCH_CONTEXT_AMBIGUOUS; add context)\n- hunks out of file order or overlapping (PATCH_CONTEXT_NOT_FOUND)\n- the same file twice in one patch (PATCH_CONFLICT)\n- absolute paths, paths leaving the project root, symlinks, non-UTF-8 files\n- other shell wrappers (cd dir;, ||, pipes, extra arguments: PATCH_SYNTAX)\n- over 1 MiB or 64 file operations (PATCH_TOO_LARGE), files over the size cap",
         input_schema = input_schema::<ApplyPatchArgs>(),
-        output_schema = output_schema::<ApplyPatchResult>(),
+        output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",
     )]
     async fn apply_patch(
         &self,
         args: Args<ApplyPatchArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ApplyPatchResult> {
+    ) -> ToolResult<PatchReport> {
         let args = args.accept("apply_patch")?;
         self.on(CallClass::Write, "apply_patch", String::new(), ct, move |p, deadline| {
-            p.apply_patch(&args, deadline)
+            p.writer().apply_patch(&args.patch, args.dry_run, deadline)
         })
         .await
     }
@@ -302,14 +303,14 @@ impl DevServer {
     #[tool(
         description = "Run a command line with bash (bash --noprofile --norc -c) in a directory of the project (workdir, default the root), with a minimal environment (PATH, HOME, LANG, TMPDIR). Each call is a fresh shell: cd and export do not carry over. When it ends, times out (timeout_seconds, 1-600, default 30) or is cancelled, everything it started is killed, background jobs included. Returns exit_code (null when killed by a signal), stdout and stderr (first 16,000 characters each). A non-zero exit is a result, not an error.",
         input_schema = input_schema::<BashArgs>(),
-        output_schema = output_schema::<BashResult>(),
+        output_schema = output_schema::<Outcome>(),
         title = "Run bash",
     )]
     async fn bash(
         &self,
         args: Args<BashArgs>,
         context: RequestContext<RoleServer>,
-    ) -> ToolResult<BashResult> {
+    ) -> ToolResult<Outcome> {
         let args = args.accept("bash")?;
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
         let progress = context.meta.get_progress_token().map(|token| {
@@ -369,7 +370,7 @@ impl DevServer {
     #[tool(
         description = "Read a shell session's output (stdout and stderr together) from an absolute byte offset: start at 0, then pass next_offset. wait_ms waits for output when there is none yet. exited and exit_code (or signal) tell when the shell has ended.",
         input_schema = input_schema::<ShellReadArgs>(),
-        output_schema = output_schema::<ShellReadResult>(),
+        output_schema = output_schema::<ReadOutput>(),
         title = "Read shell session",
     )]
     async fn shell_read(
@@ -377,7 +378,7 @@ impl DevServer {
         args: Args<ShellReadArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellReadResult> {
+    ) -> ToolResult<ReadOutput> {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
@@ -388,7 +389,7 @@ impl DevServer {
     #[tool(
         description = "Close a shell session: the shell and everything it started are killed.",
         input_schema = input_schema::<ShellCloseArgs>(),
-        output_schema = output_schema::<ShellInfo>(),
+        output_schema = output_schema::<SessionInfo>(),
         title = "Close shell session",
     )]
     async fn shell_close(
@@ -396,7 +397,7 @@ impl DevServer {
         args: Args<ShellCloseArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellInfo> {
+    ) -> ToolResult<SessionInfo> {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;

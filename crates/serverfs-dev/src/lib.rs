@@ -13,7 +13,6 @@ mod cli;
 pub mod commands;
 mod handler;
 pub mod links;
-pub mod patching;
 pub mod project;
 
 pub use commands::Commands;

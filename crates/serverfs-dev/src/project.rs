@@ -234,6 +234,16 @@ pub struct WriteFileArgs {
     pub mode: WriteMode,
 }
 
+/// Arguments of apply_patch (committed by [`Writer::apply_patch`]).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApplyPatchArgs {
+    /// The patch, from *** Begin Patch to *** End Patch.
+    pub patch: String,
+    /// Plan and check everything, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 /// Result of write_file.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WriteFileResult {

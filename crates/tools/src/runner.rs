@@ -109,13 +109,8 @@ pub(crate) const QUEUE_FACTOR: usize = 4;
 /// docs); one more goes to the blocking pool.
 pub const INLINE_SLOTS: usize = 1;
 
-/// Result types report how many content bytes they return, for the log.
-pub trait Reported {
-    /// Bytes of file content the result returns (0 by default).
-    fn bytes_returned(&self) -> u64 {
-        0
-    }
-}
+/// Defined in the core, so every crate with a tool result implements it.
+pub use serverfs_core::Reported;
 
 /// The shared state of every call: the binary's context `C` (its roots and
 /// tools), the class semaphores and the timeouts. One per server process.

@@ -4,8 +4,10 @@
 //!
 //! [`Writer`] runs crash-safe multi-file transactions ([`Change`]: create,
 //! replace, delete; a move is a delete plus a create) and single-file
-//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`], and
-//! streamed uploads of any size ([`Writer::begin_upload`], own cap).
+//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`],
+//! patches in the Codex format planned and committed as one transaction
+//! ([`Writer::apply_patch`]), and streamed uploads of any size
+//! ([`Writer::begin_upload`], own cap).
 //!
 //! Guarantees:
 //! - Every access goes through the core's seam: [`Root::locate`] (syntax
@@ -39,6 +41,7 @@
 mod fsops;
 mod journal;
 mod locks;
+mod patch;
 mod tx;
 mod upload;
 
@@ -47,6 +50,7 @@ mod crash_tests;
 
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
+pub use patch::{FilePlan, HunkMatch, PatchReport};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
     WriteReport, Writer, WriterConfig,

@@ -162,8 +162,8 @@ impl WriterConfig {
         }
     }
 
-    /// Cap on a replaced or deleted file's current size
-    /// (`READ_LIMIT_EXCEEDED` beyond). Default [`DEFAULT_MAX_FILE_BYTES`].
+    /// Cap on a replaced or deleted file's current size, and on a patched
+    /// file before and after (`READ_LIMIT_EXCEEDED` beyond). Default [`DEFAULT_MAX_FILE_BYTES`].
     #[must_use]
     pub fn max_file_bytes(mut self, bytes: u64) -> Self {
         self.max_file_bytes = bytes;
@@ -179,7 +179,7 @@ pub struct Writer {
     pub(crate) id: RootId,
     pub(crate) journals: JournalDir,
     pub(crate) locks: LockTable,
-    max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
     next_txid: AtomicU64,
     /// This writer's owner lock, held while it lives.
     owner: Owner,

@@ -222,3 +222,39 @@ fn concurrent_creates_share_new_parents() {
     }
     assert_eq!(std::fs::read_dir(f.root_dir.join("gen/sub")).unwrap().count(), 80);
 }
+
+#[test]
+fn apply_patch_plans_everything_then_commits_all_or_nothing() {
+    let f = fixture();
+    f.put("a.txt", b"one\ntwo\n", 0o640);
+    f.put("b.txt", b"keep\n", 0o644);
+    let deadline = serverfs_core::Deadline::never();
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+2\n\
+                 *** Add File: c/new.txt\n+new\n*** End Patch";
+
+    // A dry run reports the plan and writes nothing.
+    let dry = f.writer.apply_patch(patch, true, &deadline).unwrap();
+    assert!(dry.dry_run && !dry.applied);
+    assert_eq!(dry.files.len(), 2);
+    assert_eq!(dry.files[0].hunks[0].line, 1);
+    assert_eq!(f.read("a.txt"), b"one\ntwo\n");
+
+    // One hunk that does not match: nothing of the patch is written, and
+    // the code is the workspace's own.
+    let bad = "*** Begin Patch\n*** Add File: d.txt\n+d\n*** Update File: b.txt\n@@\n-absent\n+x\n\
+               *** End Patch";
+    let err = f.writer.apply_patch(bad, false, &deadline).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::PatchContextNotFound);
+    let (tree, _, _) = f.snapshot();
+    assert!(!tree.contains_key("d.txt"), "{tree:?}");
+    assert_eq!(f.read("b.txt"), b"keep\n");
+
+    let done = f.writer.apply_patch(patch, false, &deadline).unwrap();
+    assert!(done.applied);
+    assert_eq!(f.read("a.txt"), b"one\n2\n");
+    assert_eq!(f.mode("a.txt"), 0o640);
+    assert_eq!(f.read("c/new.txt"), b"new\n");
+    let (tree, _, journals) = f.snapshot();
+    assert!(strays(&tree).is_empty(), "{:?}", strays(&tree));
+    assert!(journals.is_empty(), "{journals:?}");
+}

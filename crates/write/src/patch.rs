@@ -1,13 +1,14 @@
-//! apply_patch: the Codex patch format applied all-or-nothing.
+//! Patches: the Codex patch format applied all-or-nothing, one transaction
+//! of this writer.
 //!
 //! The text is parsed (`serverfs-patch`, pure), then every operation is
 //! planned against the files as they are now — each path located in the
 //! root, each current file read once (never through a symlink, at most the
-//! file cap), each update planned bytes-in, bytes-out — and only a plan
-//! that holds for every file is handed, as one transaction, to the writer,
-//! which re-checks each target just before switching it and makes the whole
-//! patch survive a failure or a crash wholly before or wholly after. A dry
-//! run stops after the plan and writes nothing.
+//! writer's file cap), each update planned bytes-in, bytes-out — and only a
+//! plan that holds for every file is committed, as one transaction, which
+//! re-checks each target just before switching it and makes the whole patch
+//! survive a failure or a crash wholly before or wholly after. A dry run
+//! stops after the plan and writes nothing.
 //!
 //! Planning checks the call's deadline and cancellation between operations
 //! and, inside an update, every few thousand steps of the planner (its
@@ -19,47 +20,54 @@
 use std::collections::HashSet;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta};
-use serverfs_patch::{HunkReport, Operation, PatchError, PatchErrorCode, PatchLimits};
-use serverfs_tools::Reported;
-use serverfs_write::Change;
+use serde::Serialize;
+use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta, Reported};
+use serverfs_patch::{HunkReport, Operation, PatchLimits};
 
-use crate::project::Project;
+use crate::tx::{Change, Writer};
 
-impl Project {
-    /// Plans `args.patch` and, unless it is a dry run, commits it.
+impl Writer {
+    /// Plans `patch` (the Codex format) against the files as they are now
+    /// and, unless `dry_run`, commits it as one transaction.
+    ///
+    /// # Errors
+    /// The patch crate's codes (`PATCH_SYNTAX`, `PATCH_CONTEXT_NOT_FOUND`,
+    /// `PATCH_CONTEXT_AMBIGUOUS`, `PATCH_CONFLICT`, `PATCH_TOO_LARGE`,
+    /// `UNSUPPORTED_TEXT_ENCODING`), the root's path errors,
+    /// `ALREADY_EXISTS`, `NOT_A_FILE`, `READ_LIMIT_EXCEEDED` (a file over
+    /// the writer's file cap), `TIMEOUT` (`deadline` passed while
+    /// planning), and [`Writer::commit`]'s.
     pub fn apply_patch(
         &self,
-        args: &ApplyPatchArgs,
+        patch: &str,
+        dry_run: bool,
         deadline: &Deadline,
-    ) -> Result<ApplyPatchResult, FsError> {
-        let patch =
-            serverfs_patch::parse(&args.patch, &PatchLimits::default()).map_err(patch_error)?;
+    ) -> Result<PatchReport, FsError> {
+        let patch = serverfs_patch::parse(patch, &PatchLimits::default())?;
         let mut changes = Vec::new();
         let mut files = Vec::new();
         let mut seen = HashSet::new();
         for operation in &patch.operations {
             deadline.check().map_err(|_| deadline.error(&"apply_patch"))?;
-            let (change, file) = self.plan(operation, &mut seen, deadline)?;
+            let (change, file) = self.plan_operation(operation, &mut seen, deadline)?;
             changes.extend(change);
             files.push(file);
         }
-        let applied = !args.dry_run;
+        let applied = !dry_run;
         if applied {
-            self.writer().commit(changes)?;
+            self.commit(changes)?;
         }
-        Ok(ApplyPatchResult { dry_run: args.dry_run, applied, files })
+        Ok(PatchReport { dry_run, applied, files })
     }
 
     /// The writer's changes for one operation and its report.
-    fn plan(
+    fn plan_operation(
         &self,
         operation: &Operation,
         seen: &mut HashSet<String>,
         deadline: &Deadline,
     ) -> Result<(Vec<Change>, FilePlan), FsError> {
-        let root = self.root();
+        let root = &self.root;
         // The parser refuses a path written twice; normalising can make two
         // spellings one path (`a//b`, `./a/b`), refused here the same way.
         let mut claim = |loc: &Location<'_>| {
@@ -103,8 +111,8 @@ impl Project {
                     let stop = || deadline.check().is_err();
                     let planned = serverfs_patch::plan_update_until(&old, hunks, &path, &stop)
                         .map_err(|e| match e.code() {
-                            PatchErrorCode::Timeout => stopped(deadline),
-                            _ => patch_error(e),
+                            ErrorCode::Timeout => stopped(deadline),
+                            _ => FsError::from(e),
                         })?;
                     (planned.bytes, planned.hunks)
                 };
@@ -138,7 +146,7 @@ impl Project {
     /// The bytes and metadata of the regular file at `loc`, which must not
     /// be a link (writes never touch one) and must be within the file cap.
     fn current_file(&self, loc: &Location<'_>) -> Result<(Vec<u8>, Meta), FsError> {
-        let (parent, name) = self.root().open_parent(loc)?;
+        let (parent, name) = self.root.open_parent(loc)?;
         let meta = match parent.meta(&name)? {
             None => {
                 return Err(FsError::new(
@@ -164,9 +172,9 @@ impl Project {
             }
         }
         self.within_cap(&loc.to_string(), usize::try_from(meta.size).unwrap_or(usize::MAX))?;
-        let (file, _) = self.root().open_file(loc)?;
+        let (file, _) = self.root.open_file(loc)?;
         let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
-        let cap = self.max_file_bytes();
+        let cap = self.max_file_bytes;
         // One byte past the cap tells a file that grew since its stat.
         std::io::Read::read_to_end(&mut std::io::Read::take(&file, cap + 1), &mut bytes).map_err(
             |e| {
@@ -181,7 +189,7 @@ impl Project {
     fn must_not_exist(&self, loc: &Location<'_>) -> Result<(), FsError> {
         // A missing parent is fine (Add creates it); anything at the path,
         // a dangling link included, is not.
-        let exists = match self.root().open_parent(loc) {
+        let exists = match self.root.open_parent(loc) {
             Ok((parent, name)) => parent.meta(&name)?.is_some(),
             Err(e) if e.code() == ErrorCode::PathNotFound => false,
             Err(e) => return Err(e),
@@ -196,7 +204,7 @@ impl Project {
     }
 
     fn within_cap(&self, shown: &str, len: usize) -> Result<(), FsError> {
-        let cap = self.max_file_bytes();
+        let cap = self.max_file_bytes;
         if len as u64 > cap {
             return Err(FsError::new(
                 ErrorCode::ReadLimitExceeded,
@@ -220,40 +228,9 @@ fn stopped(deadline: &Deadline) -> FsError {
     }
 }
 
-/// The core's code of the same name for each patch error (the patch
-/// crate's codes are a subset of the core's, by their wire names).
-fn patch_error(e: PatchError) -> FsError {
-    let wire = e.code().as_str();
-    let code = ErrorCode::ALL.into_iter().find(|c| c.as_str() == wire);
-    FsError::new(code.unwrap_or(ErrorCode::InternalError), e.message())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_patch_code_is_a_core_code() {
-        for code in serverfs_patch::PatchErrorCode::ALL {
-            let mapped = patch_error(PatchError::new(code, "m")).code();
-            assert_eq!(mapped.as_str(), code.as_str());
-        }
-    }
-}
-
-/// Arguments of apply_patch.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ApplyPatchArgs {
-    /// The patch, from *** Begin Patch to *** End Patch.
-    pub patch: String,
-    /// Plan and check everything, write nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
-/// Result of apply_patch.
+/// What [`Writer::apply_patch`] did: apply_patch's result as sent.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ApplyPatchResult {
+pub struct PatchReport {
     /// Whether this was a dry run.
     pub dry_run: bool,
     /// Whether the files were changed (all of them; never some).
@@ -262,7 +239,7 @@ pub struct ApplyPatchResult {
     pub files: Vec<FilePlan>,
 }
 
-impl Reported for ApplyPatchResult {}
+impl Reported for PatchReport {}
 
 /// What the patch does to one file.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -332,6 +332,10 @@ impl Upload<'_> {
         if self.file.take().is_some() {
             let _held = self.writer.locks.lock(lock_keys(&self.loc));
             let _exclusive = self.writer.exclusive(&mut Faults::none());
+            // Through the directory the temporary was created in, wherever
+            // it is now: moved out of the root, the settle below (which
+            // resolves the journal's path) would not find it.
+            let _ = fsops::unlink_if_present(&self.parent, &self.temp, &self.shown);
             let _ = self.writer.settle(&self.journal, &mut Faults::none());
         }
     }
@@ -556,5 +560,26 @@ mod tests {
         assert_eq!(up.commit().unwrap_err().code(), ErrorCode::SymlinkNotAllowed);
         assert!(std::fs::symlink_metadata(s.root().join("late")).unwrap().is_symlink());
         assert!(s.leftovers().is_empty());
+    }
+
+    /// The upload's directory moved out of the root while the bytes
+    /// arrive: refused at commit, and its temporary does not stay outside.
+    #[test]
+    fn an_upload_dir_moved_out_leaves_nothing_outside_and_the_next_call_works() {
+        let s = Setup::new();
+        let (w, _) = s.writer();
+        let mut up = w.begin_upload("d/big.bin", false, 1 << 20).unwrap();
+        up.write(&[7u8; 4096]).unwrap();
+        let moved = s.tmp.path().join("outside/d");
+        std::fs::rename(s.root().join("d"), &moved).unwrap();
+        up.write(&[7u8; 4096]).unwrap();
+        let e = up.commit().unwrap_err();
+        assert!(matches!(e.code(), ErrorCode::PatchConflict | ErrorCode::PathNotFound), "{e}");
+        assert_eq!(std::fs::read_dir(&moved).unwrap().count(), 0, "temporary left outside");
+        assert!(s.leftovers().is_empty());
+        let mut up = w.begin_upload("d/big.bin", false, 1 << 20).unwrap();
+        up.write(b"x").unwrap();
+        up.commit().unwrap();
+        assert_eq!(std::fs::read(s.root().join("d/big.bin")).unwrap(), b"x");
     }
 }

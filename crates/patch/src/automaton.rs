@@ -4,7 +4,9 @@
 //!
 //! Guarantees: built in O(N) steps for N lines (at most 2N states and 3N
 //! transitions, hash-map lookups), each step counted through the caller's
-//! `tick`, so a deadline stops the build; a query never allocates.
+//! `tick`, so a deadline stops the build; a query never allocates. Memory
+//! is a few flat arrays and one map of the transitions (no allocation per
+//! state): about 100 bytes per line.
 
 use std::collections::HashMap;
 
@@ -14,8 +16,13 @@ const NONE: u32 = u32::MAX;
 
 /// The automaton of one id sequence.
 pub(crate) struct Automaton {
-    /// Transitions of each state, by line id.
-    next: Vec<HashMap<u32, u32>>,
+    /// Transitions: (state, line id) → state.
+    next: HashMap<(u32, u32), u32>,
+    /// The labels of each state's transitions, as a linked list in
+    /// `labels` (head index, `NONE` when it has none), for cloning.
+    first_label: Vec<u32>,
+    /// (line id, index of the next label of the same state).
+    labels: Vec<(u32, u32)>,
     /// Suffix link of each state (`NONE` for the initial state).
     link: Vec<u32>,
     /// Length of the longest block of each state.
@@ -34,7 +41,9 @@ impl Automaton {
         tick: &mut dyn FnMut() -> Result<(), PatchError>,
     ) -> Result<Self, PatchError> {
         let mut a = Self {
-            next: vec![HashMap::new()],
+            next: HashMap::with_capacity(ids.len() * 2),
+            first_label: vec![NONE],
+            labels: Vec::with_capacity(ids.len() * 2),
             link: vec![NONE],
             len: vec![0],
             first_end: vec![0],
@@ -46,24 +55,31 @@ impl Automaton {
             let end = u32::try_from(i).unwrap_or(NONE);
             let cur = a.push(a.len[last] + 1, end, 1);
             let mut p = last as u32;
-            while p != NONE && !a.next[p as usize].contains_key(&c) {
+            while p != NONE && !a.next.contains_key(&(p, c)) {
                 tick()?;
-                a.next[p as usize].insert(c, cur);
+                a.add(p, c, cur);
                 p = a.link[p as usize];
             }
             if p == NONE {
                 a.link[cur as usize] = 0;
             } else {
-                let q = a.next[p as usize][&c];
+                let q = a.next[&(p, c)];
                 if a.len[p as usize] + 1 == a.len[q as usize] {
                     a.link[cur as usize] = q;
                 } else {
                     let clone = a.push(a.len[p as usize] + 1, a.first_end[q as usize], 0);
-                    a.next[clone as usize] = a.next[q as usize].clone();
-                    a.link[clone as usize] = a.link[q as usize];
-                    while p != NONE && a.next[p as usize].get(&c) == Some(&q) {
+                    let mut label = a.first_label[q as usize];
+                    while label != NONE {
                         tick()?;
-                        a.next[p as usize].insert(c, clone);
+                        let (id, after) = a.labels[label as usize];
+                        let to = a.next[&(q, id)];
+                        a.add(clone, id, to);
+                        label = after;
+                    }
+                    a.link[clone as usize] = a.link[q as usize];
+                    while p != NONE && a.next.get(&(p, c)) == Some(&q) {
+                        tick()?;
+                        a.next.insert((p, c), clone);
                         p = a.link[p as usize];
                     }
                     a.link[q as usize] = clone;
@@ -74,11 +90,19 @@ impl Automaton {
         }
         // Occurrences flow down suffix links, longest states first
         // (a counting sort by length: lengths are at most N).
-        let mut by_len = vec![Vec::new(); ids.len() + 1];
-        for (state, &len) in a.len.iter().enumerate() {
-            by_len[len as usize].push(state);
+        let mut starts = vec![0usize; ids.len() + 2];
+        for &len in &a.len {
+            starts[len as usize + 1] += 1;
         }
-        for state in by_len.into_iter().rev().flatten() {
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut order = vec![0usize; a.len.len()];
+        for (state, &len) in a.len.iter().enumerate() {
+            order[starts[len as usize]] = state;
+            starts[len as usize] += 1;
+        }
+        for &state in order.iter().rev() {
             tick()?;
             let link = a.link[state];
             if link != NONE {
@@ -88,8 +112,16 @@ impl Automaton {
         Ok(a)
     }
 
+    /// A new transition `from --id--> to`.
+    fn add(&mut self, from: u32, id: u32, to: u32) {
+        self.next.insert((from, id), to);
+        let index = u32::try_from(self.labels.len()).unwrap_or(NONE);
+        self.labels.push((id, self.first_label[from as usize]));
+        self.first_label[from as usize] = index;
+    }
+
     fn push(&mut self, len: u32, first_end: u32, count: u32) -> u32 {
-        self.next.push(HashMap::new());
+        self.first_label.push(NONE);
         self.link.push(NONE);
         self.len.push(len);
         self.first_end.push(first_end);
@@ -100,13 +132,14 @@ impl Automaton {
     /// How many times the non-empty block `pattern` occurs, and the index
     /// where it first starts (meaningless when it does not occur).
     pub(crate) fn occurrences(&self, pattern: &[u32]) -> (u32, usize) {
-        let mut state = 0usize;
-        for id in pattern {
-            match self.next[state].get(id) {
-                Some(&to) => state = to as usize,
+        let mut state = 0u32;
+        for &id in pattern {
+            match self.next.get(&(state, id)) {
+                Some(&to) => state = to,
                 None => return (0, 0),
             }
         }
+        let state = state as usize;
         (self.count[state], (self.first_end[state] as usize + 1).saturating_sub(pattern.len()))
     }
 }

@@ -7,7 +7,9 @@
 //!    the grammar, the limits ([`PatchLimits`]) and that no path appears
 //!    twice. Paths are kept as written; the caller resolves them.
 //! 2. [`plan_update`] takes the bytes of one file and the hunks of its
-//!    update and returns the new bytes ([`Planned`]). It also reports, for
+//!    update and returns the new bytes ([`Planned`]);
+//!    [`plan_update_until`] does the same and stops with `TIMEOUT` when
+//!    its caller's deadline or cancellation says so. It also reports, for
 //!    each hunk, which matching pass found it and the line where it matched.
 //!    For an add, [`add_file_bytes`] gives the new file's bytes.
 //!
@@ -22,10 +24,12 @@
 //!   is `PATCH_CONTEXT_NOT_FOUND`.
 //! - Hunks apply in order and never overlap: each one is searched only
 //!   after the end of the previous hunk's match.
+//! - Planning costs near-linear time in the file and patch sizes (the
+//!   bound is in the `plan` module's docs) and can be stopped at any time.
 //! - Bytes outside the removed lines are kept exactly as they were: the
-//!   BOM, each line's own line ending, and a missing final newline when the
-//!   last line is untouched. Only the inserted lines get new bytes, and
-//!   they use the file's line-ending style.
+//!   BOM, each line's own line ending, and the file's end-of-file state (a
+//!   file without a final newline still has none). Only the inserted lines
+//!   get new bytes, and they use the file's line-ending style.
 //!
 //! ```
 //! use serverfs_patch::{Operation, PatchLimits, parse, plan_update};
@@ -38,6 +42,7 @@
 //! assert_eq!(planned.hunks[0].line, 1);
 //! ```
 
+mod automaton;
 mod error;
 mod matching;
 mod parse;
@@ -46,7 +51,7 @@ mod plan;
 pub use error::PatchError;
 pub use matching::MatchPass;
 pub use parse::parse;
-pub use plan::{HunkReport, Planned, add_file_bytes, plan_update};
+pub use plan::{HunkReport, Planned, add_file_bytes, plan_update, plan_update_until};
 
 /// Limits checked by [`parse`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! The four line-matching passes, from strict to lenient.
 //!
-//! A pass compares one file line with one patch line. Each pass accepts
-//! every pair the pass before it accepts, so "the first pass with a match"
-//! is well defined. The planner (`plan.rs`) decides uniqueness; this file
-//! only says whether two lines are equal under a pass. Comparisons never
-//! allocate: they walk the characters, because the planner tries every
-//! position of a file of up to a few hundred KiB.
+//! A pass reads a line as a key ([`MatchPass::key`]); a file line and a
+//! patch line are equal under the pass when their keys are. Each pass
+//! accepts every pair the pass before it accepts, so "the first pass with
+//! a match" is well defined. The planner (`plan.rs`) interns the keys once
+//! per file and decides uniqueness; this file only defines the keys.
+
+use std::borrow::Cow;
 
 /// The pass that matched a hunk, from strict to lenient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,16 +38,29 @@ impl MatchPass {
         }
     }
 
-    /// Whether `file` and `patch` are the same line under this pass.
-    pub(crate) fn lines_equal(self, file: &str, patch: &str) -> bool {
+    /// The line as this pass sees it: two lines are the same under the
+    /// pass exactly when their keys are equal. Borrowed unless a
+    /// typographic character had to be rewritten.
+    pub(crate) fn key(self, line: &str) -> Cow<'_, str> {
         match self {
-            Self::Exact => file == patch,
-            Self::TrailingWhitespace => file.trim_end() == patch.trim_end(),
-            Self::Whitespace => file.trim() == patch.trim(),
+            Self::Exact => Cow::Borrowed(line),
+            Self::TrailingWhitespace => Cow::Borrowed(line.trim_end()),
+            Self::Whitespace => Cow::Borrowed(line.trim()),
             Self::Typography => {
-                file.trim().chars().map(to_ascii).eq(patch.trim().chars().map(to_ascii))
+                let line = line.trim();
+                if line.chars().all(|c| to_ascii(c) == c) {
+                    Cow::Borrowed(line)
+                } else {
+                    Cow::Owned(line.chars().map(to_ascii).collect())
+                }
             }
         }
+    }
+
+    /// Whether `file` and `patch` are the same line under this pass.
+    #[cfg(test)]
+    fn lines_equal(self, file: &str, patch: &str) -> bool {
+        self.key(file) == self.key(patch)
     }
 }
 

@@ -3,7 +3,7 @@
 //! The grammar (Codex's `apply_patch`, with its lenient edges):
 //!
 //! ```text
-//! [blank lines] [heredoc opener, e.g. <<'EOF' or cat <<'EOF' | apply_patch]
+//! [blank lines] [heredoc opener: <<'EOF', apply_patch <<'EOF' or cd <dir> && apply_patch <<'EOF']
 //! *** Begin Patch
 //! ( *** Add File: <path>       then lines starting with '+'
 //! | *** Delete File: <path>
@@ -21,6 +21,21 @@
 //! to:` and `*** End of File` are recognised only at the start of a line,
 //! with trailing whitespace ignored, because an indented one is a context
 //! line. Paths are trimmed.
+//!
+//! The heredoc opener is the shell form models copy from their shell tool
+//! (as Codex reads it): an optional `cd <dir> &&` (one plain, `'…'` or
+//! `"…"` word), then `apply_patch` or `applypatch`, then `<<` or `<<-` and
+//! a delimiter, and nothing else on the line; or the bare `<<DELIM`. With
+//! `cd <dir>`, every relative path of the patch is read as `<dir>/<path>`
+//! (the caller's resolver still confines it to the root). Any other line
+//! with `<<` before `*** Begin Patch` (`cd dir;`, `||`, `echo … &&`,
+//! `apply_patch file <<`, a pipe) is refused with `PATCH_SYNTAX`: it would
+//! mean something else to a shell.
+//!
+//! `*** End Patch` may carry surrounding whitespace even where an indented
+//! line would otherwise be a hunk line: the last non-blank line of the
+//! text (before the heredoc delimiter) ends the patch when it reads
+//! `*** End Patch` once trimmed.
 //!
 //! Line numbers in messages are 1-based and count the physical lines of
 //! the text as received. `*** Begin Patch` is line 1 when it opens the
@@ -72,13 +87,16 @@ pub fn parse(text: &str, limits: &PatchLimits) -> Result<Patch, PatchError> {
     if text.ends_with('\n') || text.is_empty() {
         lines.pop();
     }
-    Parser { lines, pos: 0, limits, seen: HashMap::new() }.patch()
+    Parser { lines, pos: 0, end: None, limits, seen: HashMap::new() }.patch()
 }
 
 struct Parser<'a> {
     lines: Vec<&'a str>,
     /// Index of the next line; its 1-based number is `pos + 1`.
     pos: usize,
+    /// Index of the closing `*** End Patch` line when it is the last
+    /// non-blank line, indented or not; hunk bodies stop there.
+    end: Option<usize>,
     limits: &'a PatchLimits,
     /// Every path met so far (sources and move targets) → its line.
     seen: HashMap<String, usize>,
@@ -106,11 +124,23 @@ impl<'a> Parser<'a> {
 
     fn patch(mut self) -> Result<Patch, PatchError> {
         self.skip_blank();
-        let heredoc = self.peek().and_then(heredoc_delimiter);
-        if heredoc.is_some() {
+        let opener = match self.peek().and_then(heredoc_opener) {
+            Some(Ok(opener)) => Some(opener),
+            Some(Err(())) => {
+                return Err(self.expected(
+                    "a heredoc opener must be `apply_patch <<'EOF'`, `cd <dir> && apply_patch \
+                     <<'EOF'` or `<<'EOF'` alone on its line; send the patch text alone \
+                     otherwise",
+                ));
+            }
+            None => None,
+        };
+        let heredoc = opener.as_ref().map(|o| o.delimiter);
+        if opener.is_some() {
             self.pos += 1;
             self.skip_blank();
         }
+        self.end = self.closing_line(heredoc);
         if self.peek().map(str::trim) != Some(BEGIN) {
             return Err(self.expected(&format!("expected '{BEGIN}'")));
         }
@@ -176,7 +206,37 @@ impl<'a> Parser<'a> {
         if self.peek().is_some() {
             return Err(self.expected(&format!("expected nothing after '{END}'")));
         }
+        if let Some(dir) = opener.and_then(|o| o.workdir) {
+            for op in &mut operations {
+                in_workdir(op, dir);
+            }
+        }
         Ok(Patch { operations })
+    }
+
+    /// The index of the last non-blank line (before the heredoc delimiter,
+    /// when there is one) if it is `*** End Patch` once trimmed.
+    fn closing_line(&self, heredoc: Option<&str>) -> Option<usize> {
+        let mut last = self.lines.len();
+        let skip_blank = |mut last: usize| {
+            while last > self.pos && self.lines[last - 1].trim().is_empty() {
+                last -= 1;
+            }
+            last
+        };
+        last = skip_blank(last);
+        if let Some(delimiter) = heredoc
+            && last > self.pos
+            && self.lines[last - 1].trim() == delimiter
+        {
+            last = skip_blank(last - 1);
+        }
+        (last > self.pos && self.lines[last - 1].trim() == END).then(|| last - 1)
+    }
+
+    /// Whether the current line is the closing `*** End Patch`.
+    fn at_end(&self) -> bool {
+        self.end == Some(self.pos)
     }
 
     /// `expected …, found <current line>` at the current line.
@@ -210,7 +270,9 @@ impl<'a> Parser<'a> {
         let path = self.path(rest, ADD)?;
         self.pos += 1;
         let mut lines = Vec::new();
-        while let Some(added) = self.peek().and_then(|l| l.strip_prefix('+')) {
+        while let Some(added) =
+            self.peek().filter(|_| !self.at_end()).and_then(|l| l.strip_prefix('+'))
+        {
             lines.push(added.to_owned());
             self.pos += 1;
         }
@@ -228,7 +290,7 @@ impl<'a> Parser<'a> {
             self.pos += 1;
         }
         let mut hunks = Vec::new();
-        while let Some(next) = self.peek() {
+        while let Some(next) = self.peek().filter(|_| !self.at_end()) {
             // Codex lets the first hunk start without `@@`.
             if next.starts_with("@@") || (hunks.is_empty() && body_line(next).is_some()) {
                 hunks.push(self.hunk()?);
@@ -272,7 +334,7 @@ impl<'a> Parser<'a> {
         }
         let mut lines = Vec::new();
         let mut end_of_file = false;
-        while let Some(line) = self.peek() {
+        while let Some(line) = self.peek().filter(|_| !self.at_end()) {
             // Not trimmed at the start: ` *** End of File` is a context line.
             if line.trim_end() == END_OF_FILE {
                 self.pos += 1;
@@ -311,28 +373,105 @@ fn body_line(line: &str) -> Option<HunkLine> {
     }
 }
 
-/// The delimiter of a heredoc opener such as `<<'EOF'`, `<<EOF`,
-/// `<<"EOF"`, `<<-EOF` or `cat <<'EOF' | apply_patch`: a line that models
-/// copy from shell usage. `None` for any other line.
-fn heredoc_delimiter(line: &str) -> Option<&str> {
-    if line.trim_start().starts_with("***") {
-        return None;
-    }
-    let after = &line[line.find("<<")? + 2..];
-    let after = after.strip_prefix('-').unwrap_or(after).trim_start();
-    let delimiter = match after.chars().next()? {
-        quote @ ('\'' | '"') => {
-            let inner = &after[1..];
-            &inner[..inner.find(quote)?]
-        }
-        _ => {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            &after[..end]
+/// `path` read inside the `cd` directory of the heredoc opener. An
+/// absolute path stays absolute (as a shell would join it), so the
+/// caller's resolver refuses it as it refuses any absolute path.
+fn in_workdir(op: &mut Operation, dir: &str) {
+    let join = |path: &mut String| {
+        if !path.starts_with('/') {
+            *path = format!("{}/{path}", dir.trim_end_matches('/'));
         }
     };
-    (!delimiter.is_empty()).then_some(delimiter)
+    match op {
+        Operation::Add { path, .. } | Operation::Delete { path, .. } => join(path),
+        Operation::Update { path, move_to, .. } => {
+            join(path);
+            if let Some(target) = move_to {
+                join(target);
+            }
+        }
+    }
+}
+
+/// A heredoc opener line: its delimiter and the `cd` directory, if any.
+#[derive(Debug, PartialEq, Eq)]
+struct Opener<'a> {
+    delimiter: &'a str,
+    workdir: Option<&'a str>,
+}
+
+/// `None` for a line that is no opener (no `<<`, or a `***` marker);
+/// `Some(Err(()))` for a line with `<<` in a form that is refused.
+fn heredoc_opener(line: &str) -> Option<Result<Opener<'_>, ()>> {
+    let line = line.trim();
+    if line.starts_with("***") || !line.contains("<<") {
+        return None;
+    }
+    Some(parse_opener(line).ok_or(()))
+}
+
+/// `[cd <word> &&] [apply_patch|applypatch] <<[-]DELIM`, nothing after
+/// (the command is required after a `cd`).
+fn parse_opener(line: &str) -> Option<Opener<'_>> {
+    let (workdir, rest) = match line.strip_prefix("cd").filter(|r| r.starts_with([' ', '\t'])) {
+        Some(after) => {
+            let (dir, after) = shell_word(after.trim_start())?;
+            let after = after.trim_start().strip_prefix("&&")?.trim_start();
+            (Some(dir), apply_command(after)?)
+        }
+        None => (None, apply_command(line).unwrap_or(line)),
+    };
+    let rest = rest.strip_prefix("<<")?;
+    let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
+    let (delimiter, tail) = match rest.chars().next()? {
+        quote @ ('\'' | '"') => {
+            let inner = &rest[1..];
+            let close = inner.find(quote)?;
+            (&inner[..close], &inner[close + 1..])
+        }
+        _ => {
+            let end =
+                rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            rest.split_at(end)
+        }
+    };
+    (!delimiter.is_empty() && tail.trim().is_empty()).then_some(Opener { delimiter, workdir })
+}
+
+/// The text after `apply_patch` / `applypatch` and its spaces, when the
+/// line starts with the command followed by a space or `<<`.
+fn apply_command(text: &str) -> Option<&str> {
+    ["apply_patch", "applypatch"].iter().find_map(|name| {
+        let after = text.strip_prefix(name)?;
+        (after.starts_with(char::is_whitespace) || after.starts_with("<<"))
+            .then(|| after.trim_start())
+    })
+}
+
+/// One shell word that means itself: `'…'`, `"…"` without `$`, `` ` ``
+/// or `\`, or plain characters that no shell expands. Returns the word
+/// and the rest of the text.
+fn shell_word(text: &str) -> Option<(&str, &str)> {
+    let (word, rest) = match text.chars().next()? {
+        '\'' => {
+            let close = text[1..].find('\'')? + 1;
+            (&text[1..close], &text[close + 1..])
+        }
+        '"' => {
+            let close = text[1..].find('"')? + 1;
+            let word = &text[1..close];
+            if word.contains(['$', '`', '\\']) {
+                return None;
+            }
+            (word, &text[close + 1..])
+        }
+        _ => {
+            let plain = |c: char| c.is_alphanumeric() || "-_./+,:@%=".contains(c);
+            let end = text.find(|c: char| !plain(c)).unwrap_or(text.len());
+            text.split_at(end)
+        }
+    };
+    (!word.is_empty()).then_some((word, rest))
 }
 
 #[cfg(test)]
@@ -445,12 +584,54 @@ mod tests {
 
     #[test]
     fn heredoc_wrappers_are_accepted() {
-        for opener in
-            ["<<'EOF'", "<<EOF", "<<\"EOF\"", "cat <<'EOF' | apply_patch", "apply_patch <<-EOF"]
+        for opener in ["<<'EOF'", "<<EOF", "<<\"EOF\"", "apply_patch <<-EOF", " applypatch<<'EOF' "]
         {
             let text =
                 format!("{opener}\n*** Begin Patch\n*** Delete File: a\n*** End Patch\nEOF\n");
-            assert_eq!(ok(&text).len(), 1, "{opener}");
+            assert_eq!(ok(&text), [Operation::Delete { path: "a".into(), line: 3 }], "{opener}");
+        }
+    }
+
+    #[test]
+    fn heredoc_cd_reads_paths_inside_the_directory() {
+        let text = "cd sub/dir && apply_patch <<'PATCH'\n*** Begin Patch\n*** Add File: foo\n+x\n\
+                    *** Update File: a\n*** Move to: b\n*** Delete File: /abs\n*** End Patch\nPATCH\n";
+        let ops = ok(text);
+        assert_eq!(ops[0].path(), "sub/dir/foo");
+        assert!(
+            matches!(&ops[1], Operation::Update { path, move_to: Some(t), .. } if path == "sub/dir/a" && t == "sub/dir/b")
+        );
+        // Absolute stays absolute: the resolver refuses it, as any other.
+        assert_eq!(ops[2].path(), "/abs");
+        for (opener, dir) in [
+            ("cd 'a b' && apply_patch <<EOF", "a b"),
+            ("cd \"x\" &&apply_patch <<'EOF'", "x"),
+            ("cd ../up && applypatch <<EOF", "../up"),
+        ] {
+            let text =
+                format!("{opener}\n*** Begin Patch\n*** Delete File: f\n*** End Patch\nEOF\n");
+            assert_eq!(ok(&text)[0].path(), format!("{dir}/f"), "{opener}");
+        }
+    }
+
+    #[test]
+    fn other_shell_forms_are_refused() {
+        for opener in [
+            "cd sub; apply_patch <<'EOF'",
+            "cd sub || apply_patch <<'EOF'",
+            "echo hi && apply_patch <<'EOF'",
+            "apply_patch foo <<'EOF'",
+            "cat <<'EOF' | apply_patch",
+            "cd sub && <<'EOF'",
+            "cd a b && apply_patch <<EOF",
+            "cd \"$HOME\" && apply_patch <<EOF",
+            "cd ~ && apply_patch <<EOF",
+            "apply_patch <<'EOF' && echo done",
+            "cd sub && apply_patch <<'EOF' > out",
+        ] {
+            let text =
+                format!("{opener}\n*** Begin Patch\n*** Delete File: f\n*** End Patch\nEOF\n");
+            syntax(&text, 1, "heredoc opener must be");
         }
     }
 
@@ -656,14 +837,36 @@ mod tests {
     }
 
     #[test]
-    fn heredoc_delimiters() {
-        assert_eq!(heredoc_delimiter("<<'EOF'"), Some("EOF"));
-        assert_eq!(heredoc_delimiter("cat << \"PATCH\" | x"), Some("PATCH"));
-        assert_eq!(heredoc_delimiter("<<EOF_1 rest"), Some("EOF_1"));
-        assert_eq!(heredoc_delimiter("<<''"), None);
-        assert_eq!(heredoc_delimiter("<<'EOF"), None);
-        assert_eq!(heredoc_delimiter("<<"), None);
-        assert_eq!(heredoc_delimiter("*** <<EOF"), None);
-        assert_eq!(heredoc_delimiter("plain"), None);
+    fn heredoc_openers() {
+        let opener = |delimiter, workdir| Some(Ok(Opener { delimiter, workdir }));
+        assert_eq!(heredoc_opener("<<'EOF'"), opener("EOF", None));
+        assert_eq!(heredoc_opener("apply_patch << \"PATCH\""), opener("PATCH", None));
+        assert_eq!(heredoc_opener("<<EOF_1"), opener("EOF_1", None));
+        assert_eq!(heredoc_opener("cd d && apply_patch <<E"), opener("E", Some("d")));
+        assert_eq!(heredoc_opener("<<EOF_1 rest"), Some(Err(())));
+        assert_eq!(heredoc_opener("<<''"), Some(Err(())));
+        assert_eq!(heredoc_opener("<<'EOF"), Some(Err(())));
+        assert_eq!(heredoc_opener("<<"), Some(Err(())));
+        assert_eq!(heredoc_opener("*** <<EOF"), None);
+        assert_eq!(heredoc_opener("plain"), None);
+    }
+
+    #[test]
+    fn indented_closing_end_patch_ends_the_hunk() {
+        for text in [
+            "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n *** End Patch\n",
+            "*** Begin Patch\n*** Update File: a\n-x\n+y\n\t*** End Patch  \n\n",
+            "<<'EOF'\n*** Begin Patch\n*** Update File: a\n-x\n+y\n  *** End Patch\nEOF\n",
+        ] {
+            let ops = ok(text);
+            let Operation::Update { hunks, .. } = &ops[0] else { panic!() };
+            assert_eq!(hunks[0].lines, [rm("x"), add("y")], "{text:?}");
+        }
+        let ops = ok("*** Begin Patch\n*** Add File: a\n+x\n *** End Patch");
+        assert_eq!(ops, [Operation::Add { path: "a".into(), lines: vec!["x".into()], line: 2 }]);
+        // Inside the patch, an indented marker is still a context line.
+        let ops = ok("*** Begin Patch\n*** Update File: a\n *** End Patch\n-x\n*** End Patch\n");
+        let Operation::Update { hunks, .. } = &ops[0] else { panic!() };
+        assert_eq!(hunks[0].lines, [ctx("*** End Patch"), rm("x")]);
     }
 }

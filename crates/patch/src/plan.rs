@@ -8,9 +8,9 @@
 //! and LF for a file with no line ending at all. Inserted lines are
 //! written in that style. Every original line that is kept, whether it is
 //! outside the hunks or a hunk's context line, is written back with its
-//! own bytes, even when a lenient pass matched it. The one exception is a
-//! last line without a final newline that gets a line after it: it takes
-//! the file's ending, because a line needs one to be followed by another.
+//! own bytes, even when a lenient pass matched it. The file's end-of-file
+//! state is kept like its BOM: a non-empty file without a final newline
+//! gets none, whatever line ends up last; a file with one keeps one.
 //!
 //! Placement of hunk *k*, searching only after the end of hunk *k−1*'s
 //! match (the "cursor"):
@@ -19,15 +19,36 @@
 //! 2. The old lines (context and `-`) are located as a block after the
 //!    cursor, uniquely under the first pass that finds them. With
 //!    `*** End of File`, the only candidate is the block that ends the file.
+//!    When the block is not found and the hunk ends with empty context
+//!    lines (a blank line a model left before `*** End Patch`), it is
+//!    searched again without them, as Codex does.
 //! 3. A hunk with no old lines (add-only) is inserted right after its last
 //!    `@@` line. With no `@@` text, or with `*** End of File`, it is
 //!    appended at the end of the file.
 //!
-//! Cost: a search is O(file lines × hunk lines) per pass, which is bounded
-//! by the server's file cap (256 KiB) and patch cap (1 MiB).
+//! Cost, for a file of F bytes in N lines and hunks of P bytes in total:
+//! each pass reads every file line into an interned key once, on first
+//! use, and builds a suffix automaton of the key sequence (O(F) per pass).
+//! A block of M lines is then looked up in the automaton in O(M) steps;
+//! when it occurs at most once in the whole file, that settles it. Only a
+//! block that occurs several times in the file (so it must be unique after
+//! the cursor) is searched by comparing integer keys: through the
+//! positions of its rarest line when that is cheaper, otherwise by a
+//! Knuth–Morris–Pratt scan of the rest of the file, O(M log N + min(c·M,
+//! N)) where c is how often its rarest line occurs after the cursor. So a
+//! patch whose hunks are unique in the file (the usual case) costs
+//! O(F + P); the worst case, H hunks each repeated earlier in the file, is
+//! O(F + P + H·N) — linear per hunk, never quadratic in a block's size.
+//! The `stop` callback of [`plan_update_until`] is polled every few
+//! thousand steps, so a deadline or a cancellation ends the work within a
+//! few milliseconds.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serverfs_core::ErrorCode;
 
+use crate::automaton::Automaton;
 use crate::error::{PatchError, quote};
 use crate::{Hunk, HunkLine, MatchPass};
 
@@ -36,6 +57,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// At most this many candidate line numbers are listed in an ambiguity
 /// message; the count is always complete.
 const LISTED_CANDIDATES: usize = 10;
+
+/// Work units (line keys or comparisons) between two polls of `stop`.
+const STEPS_PER_POLL: u32 = 4096;
 
 /// The result of [`plan_update`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,19 +94,35 @@ pub fn add_file_bytes(lines: &[String]) -> Vec<u8> {
     bytes
 }
 
-/// Applies `hunks` to `original` in memory and returns the new bytes.
+/// [`plan_update_until`] with no way to stop it early.
 ///
-/// `path_for_messages` is used only in error messages (give the path as
-/// the patch wrote it).
-///
-/// Errors: `UNSUPPORTED_TEXT_ENCODING` when the file (after a BOM) is not
-/// UTF-8; `PATCH_CONTEXT_NOT_FOUND` when a hunk or an `@@` line has no
-/// match under any pass after the previous hunk; `PATCH_CONTEXT_AMBIGUOUS`
-/// when the first pass that finds one finds several.
+/// # Errors
+/// As [`plan_update_until`], never `TIMEOUT`.
 pub fn plan_update(
     original: &[u8],
     hunks: &[Hunk],
     path_for_messages: &str,
+) -> Result<Planned, PatchError> {
+    plan_update_until(original, hunks, path_for_messages, &|| false)
+}
+
+/// Applies `hunks` to `original` in memory and returns the new bytes.
+///
+/// `path_for_messages` is used only in error messages (give the path as
+/// the patch wrote it). `stop` is polled while planning runs (every few
+/// thousand steps); once it returns `true` planning ends with `TIMEOUT`.
+///
+/// # Errors
+/// `UNSUPPORTED_TEXT_ENCODING` when the file (after a BOM) is not UTF-8;
+/// `PATCH_CONTEXT_NOT_FOUND` when a hunk or an `@@` line has no match
+/// under any pass after the previous hunk; `PATCH_CONTEXT_AMBIGUOUS` when
+/// the first pass that finds one finds several; `TIMEOUT` when `stop` said
+/// so.
+pub fn plan_update_until(
+    original: &[u8],
+    hunks: &[Hunk],
+    path_for_messages: &str,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Planned, PatchError> {
     let (bom, body) = match original.strip_prefix(BOM) {
         Some(rest) => (BOM, rest),
@@ -104,33 +144,40 @@ pub fn plan_update(
         Some(first) if first.ending == "\r\n" => "\r\n",
         _ => "\n",
     };
+    let mut search = Search::new(&lines, stop);
 
     let mut edits: Vec<Edit<'_>> = Vec::with_capacity(hunks.len());
     let mut reports = Vec::with_capacity(hunks.len());
     let mut cursor = 0;
     for (index, hunk) in hunks.iter().enumerate() {
+        search.budget.poll()?;
         let at = Where { path: path_for_messages, number: index + 1, hunk };
         let mut pass = MatchPass::Exact;
         for context in &hunk.contexts {
             let (found, found_pass) =
-                at.locate(&lines, cursor, &[context.as_str()], Target::AtAtLine)?;
+                at.locate(&mut search, cursor, &[context.as_str()], Target::AtAtLine)?;
             pass = pass.max(found_pass);
             cursor = found + 1;
         }
-        let old: Vec<&str> = hunk.old_lines().collect();
-        let (start, end) = if old.is_empty() {
-            let insert_at =
-                if hunk.contexts.is_empty() || hunk.end_of_file { lines.len() } else { cursor };
-            (insert_at, insert_at)
-        } else {
-            let target = if hunk.end_of_file { Target::BodyAtEnd } else { Target::Body };
-            let (found, found_pass) = at.locate(&lines, cursor, &old, target)?;
-            pass = pass.max(found_pass);
-            (found, found + old.len())
+        let placed = match at.place(&mut search, cursor, &hunk.lines) {
+            Err(e) if e.code() == ErrorCode::PatchContextNotFound => {
+                // A trailing blank line is most often the one a model left
+                // before `*** End Patch`: try again without it.
+                let trimmed = without_trailing_blank(&hunk.lines);
+                if trimmed.len() == hunk.lines.len() {
+                    return Err(e);
+                }
+                at.place(&mut search, cursor, trimmed).map_err(|retry| {
+                    if retry.code() == ErrorCode::PatchContextNotFound { e } else { retry }
+                })?
+            }
+            placed => placed?,
         };
-        let mut pieces = Vec::with_capacity(hunk.lines.len());
+        let Placed { body, start, end, pass: body_pass } = placed;
+        pass = pass.max(body_pass);
+        let mut pieces = Vec::with_capacity(body.len());
         let mut next = start;
-        for line in &hunk.lines {
+        for line in body {
             match line {
                 HunkLine::Context(_) => {
                     pieces.push(Piece::Original(next));
@@ -154,22 +201,34 @@ pub fn plan_update(
     }
     out.extend((next..lines.len()).map(Piece::Original));
 
+    // The end-of-file state of the original, kept for the new last line.
+    let final_newline = lines.last().is_none_or(|l| !l.ending.is_empty());
     let mut bytes = Vec::with_capacity(original.len());
     bytes.extend_from_slice(bom);
     let last = out.len().saturating_sub(1);
     for (k, piece) in out.iter().enumerate() {
-        let (content, ending) = match piece {
-            Piece::Original(i) => match lines.get(*i) {
-                Some(line) if line.ending.is_empty() && k < last => (line.content, eol),
-                Some(line) => (line.content, line.ending),
-                None => continue,
-            },
-            Piece::Added(text) => (*text, eol),
+        let content = match piece {
+            Piece::Original(i) => lines[*i].content,
+            Piece::Added(text) => text,
+        };
+        let ending = match piece {
+            _ if k == last && !final_newline => "",
+            Piece::Original(i) if !lines[*i].ending.is_empty() => lines[*i].ending,
+            _ => eol,
         };
         bytes.extend_from_slice(content.as_bytes());
         bytes.extend_from_slice(ending.as_bytes());
     }
     Ok(Planned { bytes, hunks: reports })
+}
+
+/// `lines` without its trailing empty context lines.
+fn without_trailing_blank(lines: &[HunkLine]) -> &[HunkLine] {
+    let keep = lines
+        .iter()
+        .rposition(|l| !matches!(l, HunkLine::Context(t) if t.is_empty()))
+        .map_or(0, |i| i + 1);
+    &lines[..keep]
 }
 
 /// One line of the original file.
@@ -225,6 +284,231 @@ enum Target {
     BodyAtEnd,
 }
 
+/// The stop callback and the steps counted since it was last polled.
+struct Budget<'s> {
+    stop: &'s dyn Fn() -> bool,
+    steps: u32,
+}
+
+impl Budget<'_> {
+    /// Counts one step and polls `stop` when enough have passed.
+    fn tick(&mut self) -> Result<(), PatchError> {
+        self.steps += 1;
+        if self.steps >= STEPS_PER_POLL {
+            self.steps = 0;
+            self.poll()?;
+        }
+        Ok(())
+    }
+
+    /// Polls `stop` now.
+    fn poll(&mut self) -> Result<(), PatchError> {
+        if (self.stop)() {
+            return Err(PatchError::new(
+                ErrorCode::Timeout,
+                "planning the patch was stopped: the call's deadline passed or it was \
+                 cancelled; nothing was written",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The file's lines as interned keys, one table per pass, built on first
+/// use, and the budget every search counts against.
+struct Search<'a, 's> {
+    lines: &'a [Line<'a>],
+    passes: [Option<PassIndex<'a>>; 4],
+    budget: Budget<'s>,
+}
+
+/// One pass's view of the file.
+struct PassIndex<'a> {
+    /// Key → id; ids are dense from 0.
+    ids: HashMap<Cow<'a, str>, u32>,
+    /// The id of each file line.
+    file: Vec<u32>,
+    /// For each id, the file lines that have it, ascending.
+    positions: Vec<Vec<usize>>,
+    /// Occurrences of any block in the whole file.
+    automaton: Automaton,
+}
+
+impl<'a> PassIndex<'a> {
+    fn build(
+        lines: &'a [Line<'a>],
+        pass: MatchPass,
+        budget: &mut Budget<'_>,
+    ) -> Result<Self, PatchError> {
+        let mut ids: HashMap<Cow<'a, str>, u32> = HashMap::new();
+        let mut file = Vec::with_capacity(lines.len());
+        let mut positions: Vec<Vec<usize>> = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            budget.tick()?;
+            let next = u32::try_from(positions.len()).unwrap_or(u32::MAX);
+            let id = *ids.entry(pass.key(line.content)).or_insert(next);
+            if id == next {
+                positions.push(Vec::new());
+            }
+            file.push(id);
+            positions[id as usize].push(i);
+        }
+        let automaton = Automaton::build(&file, &mut || budget.tick())?;
+        Ok(Self { ids, file, positions, automaton })
+    }
+
+    /// Every start `s` in `from..=last` where `wanted` (ids) matches, in
+    /// order. Goes through the positions of the rarest wanted line when
+    /// checking those is cheaper than a Knuth–Morris–Pratt scan of the
+    /// range.
+    fn scan(
+        &self,
+        wanted: &[u32],
+        from: usize,
+        last: usize,
+        budget: &mut Budget<'_>,
+    ) -> Result<Matches, PatchError> {
+        let mut found = Matches::default();
+        // Where line j of the block may sit: `from + j ..= last + j`.
+        let in_range = |j: usize| {
+            let list = &self.positions[wanted[j] as usize];
+            let lo = list.partition_point(|&p| p < from + j);
+            let hi = list.partition_point(|&p| p <= last + j);
+            &list[lo..hi]
+        };
+        let (rarest, count) = (0..wanted.len())
+            .map(|j| (j, in_range(j).len()))
+            .min_by_key(|&(_, count)| count)
+            .unwrap_or((0, 0));
+        let matches_at = |s: usize, budget: &mut Budget<'_>| -> Result<bool, PatchError> {
+            for (a, b) in self.file[s..s + wanted.len()].iter().zip(wanted) {
+                budget.tick()?;
+                if a != b {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        if count.saturating_mul(wanted.len()) <= last - from + wanted.len() {
+            for &p in in_range(rarest) {
+                if matches_at(p - rarest, budget)? {
+                    found.push(p - rarest);
+                }
+            }
+            return Ok(found);
+        }
+        // Knuth–Morris–Pratt: `fail[j]` is the length of the longest proper
+        // border of `wanted[..=j]`.
+        let mut fail = vec![0usize; wanted.len()];
+        let mut k = 0;
+        for j in 1..wanted.len() {
+            budget.tick()?;
+            while k > 0 && wanted[j] != wanted[k] {
+                k = fail[k - 1];
+            }
+            if wanted[j] == wanted[k] {
+                k += 1;
+            }
+            fail[j] = k;
+        }
+        let mut k = 0;
+        for (i, &id) in self.file.iter().enumerate().take(last + wanted.len()).skip(from) {
+            budget.tick()?;
+            while k > 0 && id != wanted[k] {
+                k = fail[k - 1];
+            }
+            if id == wanted[k] {
+                k += 1;
+            }
+            if k == wanted.len() {
+                found.push(i + 1 - k);
+                k = fail[k - 1];
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The starts of a block's matches: how many, and the first few.
+#[derive(Default)]
+struct Matches {
+    count: usize,
+    first: Vec<usize>,
+}
+
+impl Matches {
+    fn push(&mut self, start: usize) {
+        self.count += 1;
+        if self.first.len() <= LISTED_CANDIDATES {
+            self.first.push(start);
+        }
+    }
+}
+
+impl<'a, 's> Search<'a, 's> {
+    fn new(lines: &'a [Line<'a>], stop: &'s dyn Fn() -> bool) -> Self {
+        Self { lines, passes: [None, None, None, None], budget: Budget { stop, steps: 0 } }
+    }
+
+    /// Every start `s >= from` where `pattern` matches the file under
+    /// `pass` (only `s = N - M` when `at_end`).
+    fn find(
+        &mut self,
+        from: usize,
+        pattern: &[&str],
+        at_end: bool,
+        pass: MatchPass,
+    ) -> Result<Matches, PatchError> {
+        let Some(last) = self.lines.len().checked_sub(pattern.len()) else {
+            return Ok(Matches::default());
+        };
+        let from = if at_end { last.max(from) } else { from };
+        if pattern.is_empty() || from > last {
+            return Ok(Matches::default());
+        }
+        let slot = &mut self.passes[pass as usize];
+        if slot.is_none() {
+            *slot = Some(PassIndex::build(self.lines, pass, &mut self.budget)?);
+        }
+        let Some(index) = slot.as_ref() else { unreachable!("built above") };
+        let mut wanted = Vec::with_capacity(pattern.len());
+        for line in pattern {
+            self.budget.tick()?;
+            // A line the file does not have under this pass: no match.
+            let Some(&id) = index.ids.get(&pass.key(line)) else {
+                return Ok(Matches::default());
+            };
+            wanted.push(id);
+        }
+        if !at_end {
+            // A block found once in the whole file needs no scan: that one
+            // place is either after the cursor or not.
+            let mut found = Matches::default();
+            match index.automaton.occurrences(&wanted) {
+                (0, _) => return Ok(found),
+                (1, start) => {
+                    if start >= from {
+                        found.push(start);
+                    }
+                    return Ok(found);
+                }
+                _ => {}
+            }
+        }
+        index.scan(&wanted, from, last, &mut self.budget)
+    }
+}
+
+/// Where a hunk's body goes: the body used (possibly without its trailing
+/// blank lines), the original lines it replaces and the pass that found
+/// them.
+struct Placed<'h> {
+    body: &'h [HunkLine],
+    start: usize,
+    end: usize,
+    pass: MatchPass,
+}
+
 /// The hunk being placed, for messages.
 struct Where<'a> {
     path: &'a str,
@@ -234,26 +518,65 @@ struct Where<'a> {
 }
 
 impl Where<'_> {
-    /// Finds the unique start of `pattern` in `lines[from..]` (only the
-    /// block ending the file for [`Target::BodyAtEnd`]) under the first
-    /// pass that finds any, or the error saying why not.
+    /// Places a hunk body after `cursor` (see the module docs, steps 2–3).
+    fn place<'h>(
+        &self,
+        search: &mut Search<'_, '_>,
+        cursor: usize,
+        body: &'h [HunkLine],
+    ) -> Result<Placed<'h>, PatchError> {
+        let old: Vec<&str> = body
+            .iter()
+            .filter_map(|l| match l {
+                HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
+                HunkLine::Add(_) => None,
+            })
+            .collect();
+        if old.is_empty() {
+            let hunk = self.hunk;
+            let at = if hunk.contexts.is_empty() || hunk.end_of_file {
+                search.lines.len()
+            } else {
+                cursor
+            };
+            return Ok(Placed { body, start: at, end: at, pass: MatchPass::Exact });
+        }
+        let target = if self.hunk.end_of_file { Target::BodyAtEnd } else { Target::Body };
+        let (start, pass) = self.locate(search, cursor, &old, target)?;
+        Ok(Placed { body, start, end: start + old.len(), pass })
+    }
+
+    /// Finds the unique start of `pattern` after `from` (only the block
+    /// ending the file for [`Target::BodyAtEnd`]) under the first pass
+    /// that finds any, or the error saying why not.
     fn locate(
         &self,
-        lines: &[Line<'_>],
+        search: &mut Search<'_, '_>,
         from: usize,
         pattern: &[&str],
         target: Target,
     ) -> Result<(usize, MatchPass), PatchError> {
         let at_end = target == Target::BodyAtEnd;
         for pass in MatchPass::ALL {
-            let starts = candidates(lines, from, pattern, at_end, pass);
-            match starts.as_slice() {
-                [] => continue,
-                [start] => return Ok((*start, pass)),
-                several => return Err(self.ambiguous(pattern, target, several, pass)),
+            let found = search.find(from, pattern, at_end, pass)?;
+            match found.count {
+                0 => continue,
+                1 => return Ok((found.first[0], pass)),
+                _ => return Err(self.ambiguous(pattern, target, &found, pass)),
             }
         }
-        Err(self.not_found(lines, from, pattern, target))
+        // A block that exists only before the cursor is a hunk out of order
+        // or overlapping its predecessor; say so, it is the likely fix.
+        let mut earlier = false;
+        if from > 0 && !at_end {
+            for pass in MatchPass::ALL {
+                if search.find(0, pattern, false, pass)?.count > 0 {
+                    earlier = true;
+                    break;
+                }
+            }
+        }
+        Err(self.not_found(from, pattern, target, earlier))
     }
 
     /// `path: hunk 2 (patch line 9)`.
@@ -278,12 +601,12 @@ impl Where<'_> {
         &self,
         pattern: &[&str],
         target: Target,
-        starts: &[usize],
+        found: &Matches,
         pass: MatchPass,
     ) -> PatchError {
         let mut numbers: Vec<String> =
-            starts.iter().take(LISTED_CANDIDATES).map(|s| (s + 1).to_string()).collect();
-        if starts.len() > LISTED_CANDIDATES {
+            found.first.iter().take(LISTED_CANDIDATES).map(|s| (s + 1).to_string()).collect();
+        if found.count > LISTED_CANDIDATES {
             numbers.push("…".to_owned());
         }
         PatchError::new(
@@ -293,7 +616,7 @@ impl Where<'_> {
                  line naming the enclosing block) so that it matches exactly one place",
                 self.prefix(),
                 Self::what(pattern, target),
-                starts.len(),
+                found.count,
                 pass.as_str(),
                 numbers.join(", ")
             ),
@@ -302,10 +625,10 @@ impl Where<'_> {
 
     fn not_found(
         &self,
-        lines: &[Line<'_>],
         from: usize,
         pattern: &[&str],
         target: Target,
+        earlier: bool,
     ) -> PatchError {
         let at_end = target == Target::BodyAtEnd;
         let place = match (at_end, from) {
@@ -313,11 +636,6 @@ impl Where<'_> {
             (false, 0) => "in the file".to_owned(),
             (false, from) => format!("after line {from}"),
         };
-        // A block that exists only before the cursor is a hunk out of order
-        // or overlapping its predecessor; say so, it is the likely fix.
-        let earlier = from > 0
-            && !at_end
-            && MatchPass::ALL.iter().any(|&p| !candidates(lines, 0, pattern, false, p).is_empty());
         let hint = if earlier {
             " (it does occur earlier, before the end of the previous hunk or '@@' line: hunks \
              must follow file order and must not overlap)"
@@ -335,29 +653,6 @@ impl Where<'_> {
             ),
         )
     }
-}
-
-/// Every start index `s >= from` where `pattern` matches `lines[s..]`
-/// under `pass` (only `s = lines.len() - pattern.len()` when `at_end`).
-fn candidates(
-    lines: &[Line<'_>],
-    from: usize,
-    pattern: &[&str],
-    at_end: bool,
-    pass: MatchPass,
-) -> Vec<usize> {
-    let Some(last_start) = lines.len().checked_sub(pattern.len()) else {
-        return Vec::new();
-    };
-    let first_start = if at_end { last_start.max(from) } else { from };
-    (first_start..=last_start)
-        .filter(|&s| {
-            lines[s..]
-                .iter()
-                .zip(pattern)
-                .all(|(line, wanted)| pass.lines_equal(line.content, wanted))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -525,7 +820,7 @@ mod tests {
         let got = plan("a\nb\n", &[hunk(&[], "+x")]).unwrap();
         assert_eq!(got, ("a\nb\nx\n".into(), vec![(MatchPass::Exact, 3)]));
         let got = plan("a\nb", &[hunk(&[], "+x")]).unwrap();
-        assert_eq!(got.0, "a\nb\nx\n");
+        assert_eq!(got.0, "a\nb\nx");
         let got = plan("", &[hunk(&[], "+x")]).unwrap();
         assert_eq!(got, ("x\n".into(), vec![(MatchPass::Exact, 1)]));
         let got = plan("a\nb\n", &[eof(hunk(&["a"], "+x"))]).unwrap();
@@ -558,11 +853,64 @@ mod tests {
     }
 
     #[test]
-    fn no_final_newline_is_kept_when_the_last_line_is_untouched() {
+    fn end_of_file_state_is_kept_whatever_line_ends_up_last() {
         assert_eq!(plan("a\nb", &[hunk(&[], "-a\n+A")]).unwrap().0, "A\nb");
-        assert_eq!(plan("a\nb", &[hunk(&[], " a\n b\n+c")]).unwrap().0, "a\nb\nc\n");
-        assert_eq!(plan("a\nb", &[hunk(&[], "-b\n+B")]).unwrap().0, "a\nB\n");
-        assert_eq!(plan("a\nb", &[hunk(&[], "-b")]).unwrap().0, "a\n");
+        assert_eq!(plan("a\nb", &[hunk(&[], " a\n b\n+c")]).unwrap().0, "a\nb\nc");
+        assert_eq!(plan("a\nb", &[hunk(&[], "-b\n+B")]).unwrap().0, "a\nB");
+        assert_eq!(plan("a\r\nb", &[hunk(&[], "-b\n+B\n+C")]).unwrap().0, "a\r\nB\r\nC");
+        assert_eq!(plan("a\nb", &[hunk(&[], "-b")]).unwrap().0, "a");
+        assert_eq!(plan("a\nb\n", &[hunk(&[], "-b\n+B")]).unwrap().0, "a\nB\n");
+        assert_eq!(plan("a\nb\n", &[hunk(&[], "-b")]).unwrap().0, "a\n");
+        assert_eq!(plan("", &[hunk(&[], "+x")]).unwrap().0, "x\n");
+    }
+
+    #[test]
+    fn a_trailing_blank_context_line_is_dropped_when_it_is_not_found() {
+        let mut h = hunk(&[], "-b\n+B");
+        h.lines.push(HunkLine::Context(String::new()));
+        assert_eq!(
+            plan("a\nb\n", &[h.clone()]).unwrap(),
+            ("a\nB\n".into(), vec![(MatchPass::Exact, 2)])
+        );
+        // Found with the blank line: it is kept as context.
+        assert_eq!(plan("a\nb\n\nc\n", &[h.clone()]).unwrap().0, "a\nB\n\nc\n");
+        // Still not found without it: the first error is reported.
+        fails("a\n", &[h], PatchContextNotFound, "starting with \"b\"");
+        // Only blank context left: an add-only hunk, appended.
+        let mut h = hunk(&[], "+x");
+        h.lines.push(HunkLine::Context(String::new()));
+        assert_eq!(plan("a\n", &[h]).unwrap().0, "a\nx\n");
+    }
+
+    #[test]
+    fn repeated_lines_are_found_in_linear_steps() {
+        // The quadratic case of a line-by-line scan: a block of 2,000
+        // identical lines, then one that differs, in a file of 100,000 of
+        // them. Steps are counted through `stop`; a scan comparing the
+        // block at every start would take 10^8.
+        let file = "x\n".repeat(100_000);
+        let body = format!("{}-y\n", "-x\n".repeat(2_000));
+        let calls = std::cell::Cell::new(0u64);
+        let stop = || {
+            calls.set(calls.get() + 1);
+            false
+        };
+        let e = plan_update_until(file.as_bytes(), &[hunk(&[], &body)], "f", &stop).unwrap_err();
+        assert_eq!(e.code(), PatchContextNotFound, "{e}");
+        assert!(calls.get() * u64::from(STEPS_PER_POLL) < 5_000_000, "{} polls", calls.get());
+        let mut tail = hunk(&[], &"-x\n".repeat(2_000));
+        tail.end_of_file = true;
+        let planned = plan_update(file.as_bytes(), &[tail], "f").unwrap();
+        assert_eq!(planned.bytes.len(), file.len() - 4_000);
+        fails(&file, &[hunk(&[], &"-x\n".repeat(2_000))], PatchContextAmbiguous, "98001 places");
+    }
+
+    #[test]
+    fn stop_ends_planning_with_timeout() {
+        let file = "x\n".repeat(100_000);
+        let e = plan_update_until(file.as_bytes(), &[hunk(&[], "-y")], "f", &|| true).unwrap_err();
+        assert_eq!(e.code(), Timeout, "{e}");
+        assert!(e.message().contains("nothing was written"), "{e}");
     }
 
     #[test]

@@ -44,7 +44,9 @@ fn read_tree(root: &Path) -> Tree {
 }
 
 /// Applies the patch to `files`: the new tree and one report line per
-/// hunk, or `(code, message)`. Existence checks stand in for the server's.
+/// hunk, or `(code, message)`. Existence checks stand in for the server's:
+/// an added file or a move target must not exist (`ALREADY_EXISTS`), a file
+/// to update or delete must (`PATH_NOT_FOUND`).
 fn run(
     text: &str,
     limits: &PatchLimits,
@@ -71,7 +73,11 @@ fn run(
                 for hunk in &planned.hunks {
                     reports.push(format!("{path} {} {}", hunk.pass.as_str(), hunk.line));
                 }
-                files.insert(move_to.clone().unwrap_or_else(|| path.clone()), planned.bytes);
+                let target = move_to.clone().unwrap_or_else(|| path.clone());
+                if move_to.is_some() && files.contains_key(&target) {
+                    return Err(("ALREADY_EXISTS".to_owned(), target));
+                }
+                files.insert(target, planned.bytes);
             }
         }
     }

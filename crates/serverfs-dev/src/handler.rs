@@ -282,11 +282,11 @@ impl DevServer {
     ) -> ToolResult<WriteFileResult> {
         let args = args.accept("write_file")?;
         let path = args.path.clone();
-        self.on(CallClass::Read, "write_file", path, ct, move |p, _| p.write_file(args)).await
+        self.on(CallClass::Write, "write_file", path, ct, move |p, _| p.write_file(args)).await
     }
 
     #[tool(
-        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created.",
+        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM, a missing final newline and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created. The patch may be wrapped as apply_patch <<'EOF' … EOF or cd <dir> && apply_patch <<'EOF' … EOF (paths then inside <dir>).\nRefused, unlike Codex (nothing is written):\n- a failing hunk or file anywhere: nothing is applied, not the files before it\n- *** Add File: onto an existing file (ALREADY_EXISTS; use *** Update File)\n- *** Move to: onto an existing file (ALREADY_EXISTS)\n- a hunk with no '-' or '+' line, even with a Move (PATCH_SYNTAX)\n- context matching several places (PATCH_CONTEXT_AMBIGUOUS; add context)\n- hunks out of file order or overlapping (PATCH_CONTEXT_NOT_FOUND)\n- the same file twice in one patch (PATCH_CONFLICT)\n- absolute paths, paths leaving the project root, symlinks, non-UTF-8 files\n- other shell wrappers (cd dir;, ||, pipes, extra arguments: PATCH_SYNTAX)\n- over 1 MiB or 64 file operations (PATCH_TOO_LARGE), files over the size cap",
         input_schema = input_schema::<ApplyPatchArgs>(),
         output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",
@@ -297,7 +297,7 @@ impl DevServer {
         ct: CancellationToken,
     ) -> ToolResult<PatchReport> {
         let args = args.accept("apply_patch")?;
-        self.on(CallClass::Read, "apply_patch", String::new(), ct, move |p, deadline| {
+        self.on(CallClass::Write, "apply_patch", String::new(), ct, move |p, deadline| {
             p.writer().apply_patch(&args.patch, args.dry_run, deadline)
         })
         .await

@@ -161,6 +161,9 @@ fn open_project(config: &Config) -> Result<Project, String> {
             paths = ?settled.paths,
         );
     }
+    for kept in &recovery.kept {
+        tracing::warn!(event = "journal_kept", detail = %kept);
+    }
     for journal in &recovery.foreign {
         tracing::info!(event = "journal_of_another_root_left_alone", journal = %journal);
     }

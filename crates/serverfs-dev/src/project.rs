@@ -100,7 +100,7 @@ impl Project {
                 .map_err(|_| FsError::invalid("content_base64: not valid base64."))?,
             _ => {
                 return Err(FsError::invalid(
-                    "give exactly one of content (text) and content_base64 (bytes).",
+                    "content, content_base64: give exactly one of content (text) and content_base64 (bytes).",
                 ));
             }
         };
@@ -130,6 +130,13 @@ fn select_lines(
     end_line: Option<u64>,
 ) -> Result<ReadFileResult, FsError> {
     let total_lines = text.split_inclusive('\n').count() as u64;
+    if let Some(end) = end_line
+        && end < start_line
+    {
+        return Err(FsError::invalid(format!(
+            "start_line, end_line: end_line ({end}) is before start_line ({start_line})."
+        )));
+    }
     if start_line > total_lines.max(1) {
         return Err(FsError::invalid(format!(
             "start_line ({start_line}) is past the end of the file ({total_lines} lines)."
@@ -274,6 +281,13 @@ mod tests {
         assert_eq!((r.end_line, r.total_lines, r.content.as_str()), (0, 0, ""));
         let e = select_lines("a\n", "f".into(), 3, None).unwrap_err();
         assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn cross_field_refusals_name_the_arguments_first() {
+        let e = select_lines("a\nb\n", "f".into(), 2, Some(1)).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert!(e.message().starts_with("start_line, end_line: "), "{e}");
     }
 
     #[test]

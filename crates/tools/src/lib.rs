@@ -20,4 +20,4 @@ pub mod schema;
 pub use args::Args;
 pub use limits::{DEFAULT_READ_LINES, Limits};
 pub use ops::{ReadTools, ResourceText};
-pub use runner::{CallClass, CallLog, Concurrency, INLINE_SLOTS, Reported, Runner};
+pub use runner::{CallClass, CallLog, Concurrency, INLINE_SLOTS, Reported, Runner, WRITE_SLOTS};

@@ -11,8 +11,9 @@
 //!   `SERVER_BUSY` at once. So nothing piles up: the calls a flood can keep
 //!   open (and the HTTP connections they hold) are bounded by the limits,
 //!   far below the connection cap, and `/healthz` keeps its connections.
-//!   The blocking pool never needs more threads than the three limits add
-//!   up to ([`Concurrency::blocking_threads`]).
+//!   Writes and patches (serverfs-dev) have [`WRITE_SLOTS`] slots of their
+//!   own. The blocking pool never needs more threads than the four limits
+//!   add up to ([`Concurrency::blocking_threads`]).
 //! - A call's permit is held by the blocking work itself, so an abandoned
 //!   call keeps its slot until its work has really stopped.
 //! - Every call gets a [`Deadline`] (the configured call timeout) whose
@@ -50,7 +51,15 @@ pub enum CallClass {
     Read,
     /// list_workdirs, list_directory, stat_file: one directory at most.
     Lookup,
+    /// write_file, apply_patch (serverfs-dev): plan and commit changes, on
+    /// [`WRITE_SLOTS`] slots of their own, so patches being planned never
+    /// take a slot a read, a search or a lookup needs.
+    Write,
 }
+
+/// Concurrent write_file/apply_patch calls (their commits are serialised
+/// by the writer anyway; the slots bound the planning).
+pub const WRITE_SLOTS: usize = 4;
 
 /// How many calls of each class may run at once, and how long an excess
 /// call waits for a slot before it is refused with `SERVER_BUSY`.
@@ -76,7 +85,7 @@ impl Concurrency {
     /// Blocking threads the runtime needs so that no admitted call waits for
     /// a thread (tokio's default of 512 is far above what may run).
     pub fn blocking_threads(&self) -> usize {
-        self.searches + self.reads + self.lookups
+        self.searches + self.reads + self.lookups + WRITE_SLOTS
     }
 
     /// Threads the searches start besides the blocking pool: a search_text
@@ -112,6 +121,7 @@ pub struct Runner<C> {
     searches: Admission,
     reads: Admission,
     lookups: Admission,
+    writes: Admission,
     busy_wait: Duration,
     /// Quick calls running on an async worker.
     inline: Arc<Semaphore>,
@@ -156,6 +166,7 @@ impl<C: Send + Sync + 'static> Runner<C> {
             searches: Admission::new(concurrency.searches, "searches"),
             reads: Admission::new(concurrency.reads, "file reads"),
             lookups: Admission::new(concurrency.lookups, "listing and stat calls"),
+            writes: Admission::new(WRITE_SLOTS, "writes and patches"),
             busy_wait: concurrency.busy_wait,
             inline: Arc::new(Semaphore::new(INLINE_SLOTS)),
         }
@@ -297,6 +308,7 @@ impl<C: Send + Sync + 'static> Runner<C> {
             CallClass::Search => &self.searches,
             CallClass::Read => &self.reads,
             CallClass::Lookup => &self.lookups,
+            CallClass::Write => &self.writes,
         };
         if let Ok(permit) = Arc::clone(&admission.slots).try_acquire_owned() {
             return Ok(permit);
@@ -398,7 +410,7 @@ mod tests {
     #[test]
     fn blocking_threads_cover_every_class() {
         let c = Concurrency { searches: 2, reads: 3, lookups: 5, busy_wait: Duration::ZERO };
-        assert_eq!(c.blocking_threads(), 10);
+        assert_eq!(c.blocking_threads(), 10 + WRITE_SLOTS);
     }
 
     #[derive(Debug, PartialEq)]

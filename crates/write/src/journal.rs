@@ -10,7 +10,8 @@
 //!   the root directory, hex), so a writer lists only its own root's
 //!   journals and never touches another root's, even their temporaries.
 //! - It records everything recovery needs and nothing it has to guess:
-//!   the root identity, each change's relative path, operation, temporary
+//!   the root identity, the owning writer, each change's relative path,
+//!   operation, temporary
 //!   and backup names, the directories the transaction creates, and (from
 //!   `prepared` on) the inode of each temporary file.
 
@@ -92,6 +93,12 @@ pub(crate) struct Journal {
     pub(crate) version: u32,
     pub(crate) txid: String,
     pub(crate) root: RootId,
+    /// The writer (process) running the transaction: its journal is
+    /// recovered only once that writer's owner lock is free. `None`: no
+    /// live owner (a journal disowned after a failed rollback, or one of a
+    /// version that did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) owner: Option<String>,
     pub(crate) state: State,
     /// Directories this transaction creates, parents first (relative
     /// paths).

@@ -28,6 +28,10 @@
 //!   ([`TEMP_PREFIX`], [`BACKUP_PREFIX`]) and never remain after a commit
 //!   or a rollback.
 //! - Mutations of one path are serialised; each re-verifies under its lock.
+//!   Any number of writers (processes) may share a root and state dir: their
+//!   switches are serialised by a commit lock in the state dir, and a dead
+//!   writer's journal is settled by the next transaction of any writer,
+//!   never while its owner lives (see [`Writer`]).
 //!
 //! Errors are the core's [`serverfs_core::FsError`] with its stable codes.
 //!

@@ -9,13 +9,20 @@
 //! re-checks each target just before switching it and makes the whole patch
 //! survive a failure or a crash wholly before or wholly after. A dry run
 //! stops after the plan and writes nothing.
+//!
+//! Planning checks the call's deadline and cancellation between operations
+//! and, inside an update, every few thousand steps of the planner (its
+//! cost bound is in `serverfs-patch`'s `plan` module): a stopped call is
+//! `TIMEOUT` and writes nothing. The answer is bounded whatever the patch:
+//! per file an operation, two paths, two sizes and at most 100 hunk
+//! reports (the rest counted in `hunks_not_listed`); never file content.
 
 use std::collections::HashSet;
 
 use schemars::JsonSchema;
 use serde::Serialize;
 use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta, Reported};
-use serverfs_patch::{Operation, PatchLimits};
+use serverfs_patch::{HunkReport, Operation, PatchLimits};
 
 use crate::tx::{Change, Writer};
 
@@ -42,7 +49,7 @@ impl Writer {
         let mut seen = HashSet::new();
         for operation in &patch.operations {
             deadline.check().map_err(|_| deadline.error(&"apply_patch"))?;
-            let (change, file) = self.plan_operation(operation, &mut seen)?;
+            let (change, file) = self.plan_operation(operation, &mut seen, deadline)?;
             changes.extend(change);
             files.push(file);
         }
@@ -58,6 +65,7 @@ impl Writer {
         &self,
         operation: &Operation,
         seen: &mut HashSet<String>,
+        deadline: &Deadline,
     ) -> Result<(Vec<Change>, FilePlan), FsError> {
         let root = &self.root;
         // The parser refuses a path written twice; normalising can make two
@@ -99,22 +107,20 @@ impl Writer {
                 let (new, hunks) = if hunks.is_empty() {
                     (old.clone(), Vec::new())
                 } else {
-                    let planned = serverfs_patch::plan_update(&old, hunks, &path)?;
-                    let hunks = planned
-                        .hunks
-                        .iter()
-                        .map(|h| HunkMatch {
-                            line: h.line as u64,
-                            pass: h.pass.as_str().to_owned(),
-                        })
-                        .collect();
-                    (planned.bytes, hunks)
+                    // Planning stops at the call's deadline or cancellation.
+                    let stop = || deadline.check().is_err();
+                    let planned = serverfs_patch::plan_update_until(&old, hunks, &path, &stop)
+                        .map_err(|e| match e.code() {
+                            ErrorCode::Timeout => stopped(deadline),
+                            _ => FsError::from(e),
+                        })?;
+                    (planned.bytes, planned.hunks)
                 };
                 self.within_cap(&path, new.len())?;
                 let Some(target) = move_to else {
                     let mut file =
                         FilePlan::new("update", &path).before(old.len()).after(new.len());
-                    file.hunks = hunks;
+                    file.list_hunks(&hunks);
                     return Ok((vec![Change::Replace { path, expected: old, bytes: new }], file));
                 };
                 let target_loc = root.locate(target)?;
@@ -122,7 +128,7 @@ impl Writer {
                 self.must_not_exist(&target_loc)?;
                 let mut file = FilePlan::new("move", &path).before(old.len()).after(new.len());
                 file.move_to = Some(target.clone());
-                file.hunks = hunks;
+                file.list_hunks(&hunks);
                 let changes = vec![
                     Change::Delete { path, expected: Some(old) },
                     Change::Create {
@@ -209,6 +215,19 @@ impl Writer {
     }
 }
 
+/// `TIMEOUT` for planning stopped by the deadline or a cancellation.
+fn stopped(deadline: &Deadline) -> FsError {
+    if deadline.is_cancelled() {
+        FsError::new(
+            ErrorCode::Timeout,
+            "apply_patch was cancelled while planning; nothing was written.",
+        )
+    } else {
+        let e = deadline.error(&"apply_patch");
+        FsError::new(ErrorCode::Timeout, format!("{} Nothing was written.", e.message()))
+    }
+}
+
 /// What [`Writer::apply_patch`] did: apply_patch's result as sent.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PatchReport {
@@ -239,8 +258,20 @@ pub struct FilePlan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_after: Option<u64>,
     /// For each hunk: the line of the file where it matched and the pass
-    /// that matched it (exact, trailing-whitespace, whitespace, typography).
+    /// that matched it (exact, trailing-whitespace, whitespace, typography);
+    /// at most the first 100 hunks of the file (see hunks_not_listed).
     pub hunks: Vec<HunkMatch>,
+    /// Hunks of this file past the first 100, matched but not listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub hunks_not_listed: u64,
+}
+
+/// Hunks listed per file: the answer stays a few KiB however many hunks a
+/// patch has (a patch of 1 MiB can have 170,000).
+const LISTED_HUNKS: usize = 100;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl FilePlan {
@@ -252,7 +283,17 @@ impl FilePlan {
             bytes_before: None,
             bytes_after: None,
             hunks: Vec::new(),
+            hunks_not_listed: 0,
         }
+    }
+
+    fn list_hunks(&mut self, hunks: &[HunkReport]) {
+        self.hunks = hunks
+            .iter()
+            .take(LISTED_HUNKS)
+            .map(|h| HunkMatch { line: h.line as u64, pass: h.pass.as_str().to_owned() })
+            .collect();
+        self.hunks_not_listed = hunks.len().saturating_sub(LISTED_HUNKS) as u64;
     }
 
     fn before(mut self, len: usize) -> Self {

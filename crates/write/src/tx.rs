@@ -24,6 +24,22 @@
 //!   after the other (see [`crate::locks`]) and each re-verifies under its
 //!   locks: of two replacements expecting the same bytes, one wins and the
 //!   other gets `PATCH_CONFLICT`.
+//! - **Any number of writers on one root.** Writers in other processes
+//!   (same root, same state dir) are serialised with this one by an
+//!   exclusive `flock` on `<key>.commit.lock` in the journal dir, held from
+//!   the re-verification to the end of each switch (never while a patch is
+//!   planned or an upload streams). Each writer holds its own owner lock
+//!   (`<key>.owner.<token>`) for its whole life and stamps its journals
+//!   with the token; under the commit lock, every transaction first
+//!   settles the journals whose owner lock is free (the writer died),
+//!   never one whose owner lives. Owner files are created and removed
+//!   only under the commit lock, so a live owner is never mistaken for a
+//!   dead one.
+//! - **No poisoned writer.** A rollback that fails is disowned (its
+//!   journal loses its owner) and settled by the next transaction of any
+//!   writer, like a crash; one that cannot be settled (e.g. a parent
+//!   swapped for a link) is kept, reported as a warning, and retried
+//!   later — it never blocks other transactions or a restart.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -31,7 +47,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::fs::FlockOperation;
@@ -100,6 +116,9 @@ pub struct WriteReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     pub recovered: Vec<Recovered>,
+    /// Journals that could not be settled now (e.g. a parent swapped for
+    /// a link): kept, and retried by every later transaction.
+    pub kept: Vec<String>,
     /// Journal files of other roots sharing the state dir: left alone.
     pub foreign: Vec<String>,
 }
@@ -162,14 +181,16 @@ pub struct Writer {
     pub(crate) locks: LockTable,
     pub(crate) max_file_bytes: u64,
     next_txid: AtomicU64,
-    /// Set when a live rollback failed: its journal is kept for the next
-    /// start, and no further transaction may run before that (settling it
-    /// later could undo a newer change to the same paths).
-    pub(crate) broken: AtomicBool,
-    /// Holds `flock` on `<key>.lock` in the journal dir while this writer
-    /// lives: a second writer (another process) on the same root and state
-    /// dir would "recover" this one's live transactions.
-    _guard: File,
+    /// This writer's owner lock, held while it lives.
+    owner: Owner,
+}
+
+/// A writer's identity in the journal dir: `flock` held on
+/// `<key>.owner.<token>` for the writer's life.
+#[derive(Debug)]
+struct Owner {
+    token: String,
+    _file: File,
 }
 
 /// A change normalised: what must be there, and what to put there.
@@ -270,7 +291,7 @@ impl From<FsError> for Stop {
 }
 
 impl Stop {
-    fn into_error(self) -> FsError {
+    pub(crate) fn into_error(self) -> FsError {
         match self {
             Self::Fail(e) => e,
             // Unreachable in production: no `Faults` there crashes.
@@ -330,7 +351,9 @@ impl Writer {
         let id = root_id(&root, &config.root_path)?;
         let journals = JournalDir::open(&config.state_dir)?;
         refuse_state_dir_inside(journals.path(), &id)?;
-        let guard = lock_root(&journals, &id)?;
+        // Owner files appear and go only under the commit lock.
+        let commit_lock = lock_commits(&journals, &id)?;
+        let owner = new_owner(&journals, &id)?;
         let writer = Self {
             root,
             id,
@@ -338,11 +361,35 @@ impl Writer {
             locks: LockTable::default(),
             max_file_bytes: config.max_file_bytes,
             next_txid: AtomicU64::new(0),
-            broken: AtomicBool::new(false),
-            _guard: guard,
+            owner,
         };
-        let report = writer.recover(faults)?;
+        let report = writer.recover(faults, true)?;
+        drop(commit_lock);
         Ok((writer, report))
+    }
+
+    /// This writer's owner token, stamped on its journals.
+    pub(crate) fn owner_token(&self) -> &str {
+        &self.owner.token
+    }
+
+    /// Takes the commit lock shared by every writer of this root (blocking
+    /// until it is free), then settles what dead writers left. Returns the
+    /// lock (released when dropped) and the warnings of journals that
+    /// could not be settled (kept for later).
+    pub(crate) fn exclusive(&self, faults: &mut Faults) -> Result<Exclusive, Stop> {
+        let file = lock_commits(&self.journals, &self.id)?;
+        let report = self.recover(faults, false)?;
+        let mut warnings = report.kept;
+        warnings.extend(report.recovered.iter().map(|r| {
+            format!(
+                "transaction {} of a writer that died was settled ({:?}): {}",
+                r.txid,
+                r.outcome,
+                r.paths.join(", ")
+            )
+        }));
+        Ok(Exclusive { _file: file, warnings })
     }
 
     /// The root this writer mutates.
@@ -419,13 +466,7 @@ impl Writer {
             located.push((loc, request));
         }
         let _held = self.locks.lock(keys);
-        if self.broken.load(Ordering::SeqCst) {
-            return Err(FsError::new(
-                ErrorCode::InternalError,
-                "an earlier change could not be rolled back; the server must be restarted to repair it before writing again.",
-            )
-            .into());
-        }
+        let exclusive = self.exclusive(faults)?;
 
         // Phase 0: plan and verify; nothing is written on any error.
         let (mut steps, dirs) = self.plan(located)?;
@@ -434,6 +475,7 @@ impl Writer {
             version: journal::VERSION,
             txid: txid.clone(),
             root: self.id.clone(),
+            owner: Some(self.owner.token.clone()),
             state: State::Intent,
             dirs,
             changes: steps
@@ -464,12 +506,15 @@ impl Writer {
                 return Err(match self.settle(&journal, faults) {
                     Ok(()) => Stop::Fail(e),
                     Err(Stop::Crash) => Stop::Crash,
-                    // The journal is kept: the next start finishes the
-                    // rollback.
+                    // Disowned: the next transaction (of any writer)
+                    // settles it like a crash's.
                     Err(Stop::Fail(undo)) => {
-                        self.broken.store(true, Ordering::SeqCst);
+                        let mut orphan = journal.clone();
+                        orphan.owner = None;
+                        let _ = self.journals.write(&orphan);
                         Stop::Fail(e.with_detail(format!(
-                            "rollback incomplete, journal {txid} kept: {undo} ({})",
+                            "rollback incomplete, journal {txid} kept for the next transaction: \
+                             {undo} ({})",
                             undo.detail().unwrap_or("")
                         )))
                     }
@@ -478,7 +523,7 @@ impl Writer {
         }
 
         // Past the commit point: cleanup only; a failure is a warning.
-        let mut warnings = Vec::new();
+        let mut warnings = exclusive.warnings;
         match self.settle(&journal, faults) {
             Ok(()) => {}
             Err(Stop::Crash) => return Err(Stop::Crash),
@@ -816,17 +861,30 @@ impl Writer {
         }
     }
 
-    fn recover(&self, faults: &mut Faults) -> Result<RecoveryReport, Stop> {
+    /// Settles every journal of this root whose owner is dead (its owner
+    /// lock is free, or it has none), then removes dead owners' files.
+    /// Call under the commit lock. `strict` (at open): an unreadable
+    /// journal is an error; otherwise it is a warning in `kept`, as is a
+    /// journal that cannot be settled now.
+    fn recover(&self, faults: &mut Faults, strict: bool) -> Result<RecoveryReport, Stop> {
         let scan = self.journals.scan(&self.id)?;
         let mut report = RecoveryReport { foreign: scan.foreign, ..RecoveryReport::default() };
         for path in scan.ours {
-            let journal = JournalDir::read(&path).map_err(|e| {
-                FsError::new(
-                    ErrorCode::InternalError,
-                    "an interrupted transaction's journal cannot be read; check the tree and remove the journal by hand.",
-                )
-                .with_detail(format!("{}: {e}", path.display()))
-            })?;
+            let journal = match JournalDir::read(&path) {
+                Ok(journal) => journal,
+                Err(e) if strict => {
+                    return Err(FsError::new(
+                        ErrorCode::InternalError,
+                        "an interrupted transaction's journal cannot be read; check the tree and remove the journal by hand.",
+                    )
+                    .with_detail(format!("{}: {e}", path.display()))
+                    .into());
+                }
+                Err(e) => {
+                    report.kept.push(format!("unreadable journal {}: {e}", path.display()));
+                    continue;
+                }
+            };
             if journal.version != journal::VERSION
                 || (journal.root.dev, journal.root.ino) != (self.id.dev, self.id.ino)
             {
@@ -835,31 +893,71 @@ impl Writer {
                 );
                 continue;
             }
+            if let Some(token) = &journal.owner
+                && self.owner_alive(token)?
+            {
+                continue;
+            }
             let outcome = if journal.state == State::Committed {
                 Outcome::Completed
             } else {
                 Outcome::RolledBack
             };
-            self.settle(&journal, faults).map_err(|stop| match stop {
-                Stop::Fail(e) => Stop::Fail(
-                    FsError::new(
-                        ErrorCode::InternalError,
-                        format!(
-                            "interrupted transaction {} could not be settled ({e}); its journal is kept.",
-                            journal.txid
-                        ),
-                    )
-                    .with_detail(e.detail().unwrap_or("").to_owned()),
-                ),
-                crash => crash,
-            })?;
-            report.recovered.push(Recovered {
-                txid: journal.txid.clone(),
-                outcome,
-                paths: journal.changes.iter().map(|c| c.path.clone()).collect(),
-            });
+            match self.settle(&journal, faults) {
+                Ok(()) => report.recovered.push(Recovered {
+                    txid: journal.txid.clone(),
+                    outcome,
+                    paths: journal.changes.iter().map(|c| c.path.clone()).collect(),
+                }),
+                Err(Stop::Crash) => return Err(Stop::Crash),
+                // Kept for a later transaction or start; never fatal: the
+                // settle steps are idempotent and check inodes, so a later
+                // attempt cannot undo a newer change.
+                Err(Stop::Fail(e)) => report.kept.push(format!(
+                    "interrupted transaction {} could not be settled yet ({e}; {}); its journal is kept",
+                    journal.txid,
+                    e.detail().unwrap_or("")
+                )),
+            }
         }
+        self.remove_dead_owners()?;
         Ok(report)
+    }
+
+    /// Whether the writer with this owner token still holds its lock.
+    fn owner_alive(&self, token: &str) -> Result<bool, FsError> {
+        if token == self.owner.token {
+            return Ok(true);
+        }
+        let path = self.journals.path().join(owner_file(&self.id, token));
+        let file = match OpenOptions::new().read(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(journal::state_error(&e, "cannot be read")),
+        };
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(false),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(true),
+            Err(e) => Err(journal::state_error(&e.into(), "cannot be locked")),
+        }
+    }
+
+    /// Removes the owner files of dead writers (their journals are settled
+    /// or disowned by then). Under the commit lock.
+    fn remove_dead_owners(&self) -> Result<(), FsError> {
+        let prefix = owner_file(&self.id, "");
+        let entries = std::fs::read_dir(self.journals.path())
+            .map_err(|e| journal::state_error(&e, "cannot be read"))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| journal::state_error(&e, "cannot be read"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(token) = name.strip_prefix(&prefix)
+                && !self.owner_alive(token)?
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
     }
 
     /// Sortable and unique: start time (fixed-width hex nanoseconds), pid,
@@ -931,8 +1029,19 @@ fn refuse_state_dir_inside(journal_dir: &Path, root: &RootId) -> Result<(), FsEr
     Ok(())
 }
 
-fn lock_root(journals: &JournalDir, id: &RootId) -> Result<File, FsError> {
-    let path = journals.path().join(format!("{}.lock", id.key()));
+/// The commit lock held while a transaction (of any writer of this root)
+/// verifies and switches; released when the returned guard drops.
+pub(crate) struct Exclusive {
+    _file: File,
+    /// Journals that could not be settled now (kept for later).
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Blocks until this root's commit lock is ours. A new open file
+/// description each time, so two threads of one process exclude each
+/// other too.
+fn lock_commits(journals: &JournalDir, id: &RootId) -> Result<File, FsError> {
+    let path = journals.path().join(format!("{}.commit.lock", id.key()));
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -940,14 +1049,30 @@ fn lock_root(journals: &JournalDir, id: &RootId) -> Result<File, FsError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| journal::state_error(&e, "cannot be locked"))?;
-    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).map_err(|e| {
-        FsError::new(
-            ErrorCode::InternalError,
-            "another ServerFS writer is using this root with the same state directory.",
-        )
-        .with_detail(format!("flock {}: {}", path.display(), std::io::Error::from(e)))
-    })?;
+    rustix::fs::flock(&file, FlockOperation::LockExclusive)
+        .map_err(|e| journal::state_error(&e.into(), "cannot be locked"))?;
     Ok(file)
+}
+
+/// `<key>.owner.<token>`.
+fn owner_file(id: &RootId, token: &str) -> String {
+    format!("{}.owner.{token}", id.key())
+}
+
+/// Creates and locks this writer's owner file (under the commit lock).
+fn new_owner(journals: &JournalDir, id: &RootId) -> Result<Owner, FsError> {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let token = format!("{:x}-{:x}", std::process::id(), nanos as u64);
+    let path = journals.path().join(owner_file(id, &token));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| journal::state_error(&e, "cannot be written"))?;
+    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive)
+        .map_err(|e| journal::state_error(&e.into(), "cannot be locked"))?;
+    Ok(Owner { token, _file: file })
 }
 
 pub(crate) fn conflict(shown: &str) -> FsError {

@@ -32,7 +32,6 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::Ordering;
 
 use rustix::fs::Mode;
 use serverfs_core::{ErrorCode, FsError, Location, Name, ParentDir};
@@ -40,7 +39,7 @@ use sha2::{Digest, Sha256};
 
 use crate::fsops::{self, Kind};
 use crate::journal::{self, Journal, JournalChange, Op, State};
-use crate::tx::{Faults, WriteReport, Writer, conflict, reserved};
+use crate::tx::{Faults, Stop, WriteReport, Writer, conflict, reserved};
 
 /// An upload in progress; see the module docs. Dropping it without
 /// [`Upload::commit`] aborts it: nothing of it remains.
@@ -108,7 +107,7 @@ impl Writer {
         let shown = loc.to_string();
         let rel = loc.path().as_relative();
         let _held = self.locks.lock(lock_keys(&loc));
-        self.refuse_if_broken()?;
+        let _exclusive = self.exclusive(&mut Faults::none()).map_err(Stop::into_error)?;
         let mut dirs = Vec::new();
         let op = self.inspect_target(&loc, overwrite, &mut dirs)?;
         let txid = self.new_txid();
@@ -117,6 +116,7 @@ impl Writer {
             version: journal::VERSION,
             txid,
             root: self.id.clone(),
+            owner: Some(self.owner_token().to_owned()),
             state: State::Intent,
             dirs,
             changes: vec![JournalChange {
@@ -194,16 +194,6 @@ impl Writer {
                 kind => Err(refuse_kind(kind, &shown)),
             },
         }
-    }
-
-    fn refuse_if_broken(&self) -> Result<(), FsError> {
-        if self.broken.load(Ordering::SeqCst) {
-            return Err(FsError::new(
-                ErrorCode::InternalError,
-                "an earlier change could not be rolled back; the server must be restarted to repair it before writing again.",
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -292,7 +282,7 @@ impl Upload<'_> {
         rustix::fs::fsync(file).map_err(|e| fsops::errno_error(e, &self.shown))?;
         let writer = self.writer;
         let _held = writer.locks.lock(lock_keys(&self.loc));
-        writer.refuse_if_broken()?;
+        let _exclusive = writer.exclusive(&mut Faults::none()).map_err(Stop::into_error)?;
         // Still the directory the upload started in, reached without links.
         let (now, _) = writer.root.open_parent(&self.loc)?;
         let same = |a: &ParentDir, b: &ParentDir| -> Result<bool, FsError> {
@@ -341,6 +331,11 @@ impl Upload<'_> {
     fn abort(&mut self) {
         if self.file.take().is_some() {
             let _held = self.writer.locks.lock(lock_keys(&self.loc));
+            let _exclusive = self.writer.exclusive(&mut Faults::none());
+            // Through the directory the temporary was created in, wherever
+            // it is now: moved out of the root, the settle below (which
+            // resolves the journal's path) would not find it.
+            let _ = fsops::unlink_if_present(&self.parent, &self.temp, &self.shown);
             let _ = self.writer.settle(&self.journal, &mut Faults::none());
         }
     }
@@ -565,5 +560,26 @@ mod tests {
         assert_eq!(up.commit().unwrap_err().code(), ErrorCode::SymlinkNotAllowed);
         assert!(std::fs::symlink_metadata(s.root().join("late")).unwrap().is_symlink());
         assert!(s.leftovers().is_empty());
+    }
+
+    /// The upload's directory moved out of the root while the bytes
+    /// arrive: refused at commit, and its temporary does not stay outside.
+    #[test]
+    fn an_upload_dir_moved_out_leaves_nothing_outside_and_the_next_call_works() {
+        let s = Setup::new();
+        let (w, _) = s.writer();
+        let mut up = w.begin_upload("d/big.bin", false, 1 << 20).unwrap();
+        up.write(&[7u8; 4096]).unwrap();
+        let moved = s.tmp.path().join("outside/d");
+        std::fs::rename(s.root().join("d"), &moved).unwrap();
+        up.write(&[7u8; 4096]).unwrap();
+        let e = up.commit().unwrap_err();
+        assert!(matches!(e.code(), ErrorCode::PatchConflict | ErrorCode::PathNotFound), "{e}");
+        assert_eq!(std::fs::read_dir(&moved).unwrap().count(), 0, "temporary left outside");
+        assert!(s.leftovers().is_empty());
+        let mut up = w.begin_upload("d/big.bin", false, 1 << 20).unwrap();
+        up.write(b"x").unwrap();
+        up.commit().unwrap();
+        assert_eq!(std::fs::read(s.root().join("d/big.bin")).unwrap(), b"x");
     }
 }

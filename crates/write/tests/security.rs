@@ -162,13 +162,14 @@ fn the_state_dir_must_be_outside_the_root() {
 }
 
 #[test]
-fn a_second_writer_on_the_same_root_and_state_dir_is_refused() {
+fn a_second_writer_on_the_same_root_and_state_dir_is_allowed() {
     let f = fixture();
-    let err =
+    let (second, report) =
         Writer::open(support::open_root(&f.root_dir), WriterConfig::new(&f.root_dir, &f.state))
-            .unwrap_err();
-    assert_eq!(err.code(), ErrorCode::InternalError, "{err}");
-    drop(f.writer);
-    // Released with the first writer.
-    let _again = support::open_writer(&f.root_dir, &f.state, |c| c);
+            .unwrap();
+    assert!(report.recovered.is_empty() && report.kept.is_empty(), "{report:?}");
+    second.write_file("by-second.txt", b"2".to_vec(), false).unwrap();
+    f.writer.write_file("by-first.txt", b"1".to_vec(), false).unwrap();
+    assert_eq!(std::fs::read(f.root_dir.join("by-second.txt")).unwrap(), b"2");
+    assert_eq!(std::fs::read(f.root_dir.join("by-first.txt")).unwrap(), b"1");
 }

@@ -1,5 +1,5 @@
 //! find_files and search_text for ServerFS, on ripgrep's own library
-//! crates (`ignore`, `globset`, `grep-searcher`, `grep-regex`) in-process:
+//! crates (`globset`, `grep-searcher`, `grep-regex`) in-process:
 //! no subprocess, no shell, nothing a client string could inject into.
 //!
 //! Guarantees (SPEC §2.3, §2.6):
@@ -17,11 +17,13 @@
 //!   the unlimited answer (`cursor` module).
 //! - Plain synchronous code: run it on a blocking thread and set the
 //!   budget's cancel flag to stop it. search_text searches files on up to
-//!   [`Budget::workers`] scoped threads of its own (see `pool`), all joined
-//!   before it returns; its answer is the same for every count.
+//!   [`Budget::workers`] scoped threads of its own (see `pool`), find_files
+//!   reads directories on as many (see `dirs`), all joined before the call
+//!   returns; the answer is the same for every count.
 
 pub mod budget;
 mod cursor;
+mod dirs;
 pub mod find;
 mod pool;
 pub mod search;

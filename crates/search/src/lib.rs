@@ -20,6 +20,13 @@
 //!   [`Budget::workers`] scoped threads of its own (see `pool`), find_files
 //!   reads directories on as many (see `dirs`), all joined before the call
 //!   returns; the answer is the same for every count.
+//! - Bounds of one call with `w` = [`Budget::workers`] (default: the cores,
+//!   at most [`MAX_DEFAULT_WORKERS`]): at most `w` threads besides the
+//!   caller's. search_text holds at most `2 w` batches (of up to 32
+//!   files) ahead of its walk; find_files at most `4 w` directory listings
+//!   read ahead and not yet walked, besides the walk's own stack (one
+//!   listing per level) and the names of the subdirectories those
+//!   listings hold.
 
 pub mod budget;
 mod cursor;

@@ -3,6 +3,7 @@
 
     python3 scripts/bench.py [--quick] [--bin PATH [--bin PATH2 ...]] [--build] [--only S1,S5,...]
                              [--client sdk|raw] [--reps N] [--calls N] [--wrk-seconds N]
+    python3 scripts/bench.py --dev [--quick] [--dev-bin PATH] [--no-dc] [--only D1,D2,D3] [--calls N]
 
 First run: installs what is missing with apt-get (linux-source, ripgrep, wrk, time; as
 root or via sudo), extracts the Linux source into bench-data/ (gitignored, reused), writes
@@ -32,16 +33,24 @@ calls, timed from spawn to exit of the whole pipeline as a shell would.
       (calls/s, p99; ratio = throughput fraction; fds must return to the start count; an
       error answer such as SERVER_BUSY is HTTP 200 to wrk, so the outcomes are counted in the
       server's log and only successful calls count as calls/s; any error fails the check)
+  S6ping the same stat_file run beside a stateless `ping` POSTed to /mcp with the same era header
+      (rmcp's per-request floor): stat/ping throughput ratio and the p99 difference
   S6c1 the same with one HTTP connection (sequential latency)
   S7  read_text_file 200 lines at line N-1000 of the log  vs  tail -n +N | head -n 200 (and sed -n)
   S8  read_text_file start_line=-200  vs  tail -n 200
   S9  list_directory first page (limit 500, sorted) of the 100k-entry directory  vs  ls -f
 
-serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only these):
-  D1  bash `true` x N (200) over stdio, median and p99 per call  vs  `bash -c true` spawned
-      directly by this script, in the same loop
+serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only these, --only D1,D3
+to pick): each beside its raw tool, spawned directly by this script, and beside Desktop Commander
+(npm @wonderwhy-er/desktop-commander, pinned DC_VERSION, installed with npm into bench-data/ on
+first use; its own HOME, telemetry off, no network), all three over the same kind of pipe (raw
+JSON-RPC over stdio for both servers), interleaved in one loop; median and p99 per call:
+  D1  bash `true` x N (200)  vs  `bash -c true`  vs  DC start_process `true` (bash as its shell)
   D2  apply_patch of a typical 3-hunk edit (fresh copy of a 300-line file each time)  vs
-      `git apply` of the same change as a unified diff, spawned directly
+      `git apply` of the same change as a unified diff  vs  DC edit_block x3 (one per hunk)
+  D3  read_file of 200 lines (101-300 of 1000)  vs  sed -n 101,300p  vs  DC read_file (offset, length)
+  Every answer is checked against its anchor: exit 0 and a finished process; the same bytes
+  after the edit; the same 200 lines. --no-dc leaves DC out (no node/npm needed).
 
 Clients: S1-S3 are shown twice, [sdk] with the official MCP Python SDK client (mode legacy,
 where ping exists), as issue 10 measured S1, and [raw], newline-delimited JSON-RPC written by
@@ -57,7 +66,8 @@ from /proc/PID/status at the end of the scenario; the anchors' peak RSS is GNU t
 the first command of the pipeline (one extra untimed run). The CPU ratio (user+sys; the
 server's from /proc/PID/stat in 10 ms ticks, so shown only from 0.5 s up; the anchors' from
 rusage) is steadier than wall time when other work shares the machine. Output: the table on stdout, and
-results/bench-YYYYmmdd-HHMMSS/{table.md,results.json,server-*.log}.
+results/bench-YYYYmmdd-HHMMSS/{table.md,results.json,server-*.log} (--dev: results/bench-dev-*/).
+The uptime and the load average are printed at both ends of a sitting.
 """
 
 from __future__ import annotations
@@ -527,9 +537,12 @@ class Runner:
                            "params": {"name": "stat_file", "arguments": {"workdir": ALIAS, "path": "Makefile"}}})
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                    "Mcp-Protocol-Version": "2025-06-18"}
-        lua = self.out / "stat_file.lua"
-        lua.write_text(f"wrk.method = \"POST\"\nwrk.body = {json.dumps(body)}\n"
-                       + "".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n" for k, v in headers.items()))
+        # the stateless ping through /mcp, same era header: rmcp's own per-request floor
+        ping_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        lua, ping_lua = self.out / "stat_file.lua", self.out / "ping.lua"
+        for script, text in ((lua, body), (ping_lua, ping_body)):
+            script.write_text(f"wrk.method = \"POST\"\nwrk.body = {json.dumps(text)}\n"
+                              + "".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n" for k, v in headers.items()))
         try:
             for _ in range(100):
                 try:
@@ -540,12 +553,17 @@ class Runner:
             req = urllib.request.Request(f"{base}/mcp", data=body.encode(), headers=headers)
             reply = json.loads(urllib.request.urlopen(req, timeout=10).read())
             self.problems.check(reply["result"]["structuredContent"]["type"] == "file", f"S6: {reply}")
+            req = urllib.request.Request(f"{base}/mcp", data=ping_body.encode(), headers=headers)
+            reply = json.loads(urllib.request.urlopen(req, timeout=10).read())
+            self.problems.check(reply.get("result") == {} and reply.get("id") == 1, f"S6 ping: {reply}")
             time.sleep(0.3)
             fds0 = len(os.listdir(f"/proc/{p.pid}/fd"))
             for conns, name in ((64, "S6"), (1, "S6c1")):
-                stat, health = [], []
+                stat, health, ping = [], [], []
                 for _ in range(self.a.wrk_reps):
                     stat.append(self.wrk(f"{base}/mcp", conns, lua, self.out / "server-S6.log"))
+                    if conns == 64:
+                        ping.append(self.wrk(f"{base}/mcp", conns, ping_lua))
                     health.append(self.wrk(f"{base}/healthz", conns, None))
                 s_rps, h_rps = med([x["ok_rps"] for x in stat]), med([x["rps"] for x in health])
                 s_p99, h_p99 = med([x["p99_ms"] for x in stat]), med([x["p99_ms"] for x in health])
@@ -559,6 +577,14 @@ class Runner:
                 self.row(name, f"{conns} HTTP connection{'s' if conns > 1 else ''}, stat_file (wrk, {self.a.wrk_seconds} s)",
                          f"{s_rps:,.0f} ok calls/s, p99 {s_p99:.2f} ms{errors}", f"/healthz {h_rps:,.0f}/s, p99 {h_p99:.2f} ms",
                          f"{s_rps / h_rps:.2f}", vm_hwm_kb(p.pid), None, stat=stat, healthz=health)
+                if ping:
+                    # issue 20's goal: stat >= 0.8 of ping, p99 <= ping's + 2 ms
+                    p_rps, p_p99 = med([x["rps"] for x in ping]), med([x["p99_ms"] for x in ping])
+                    self.row(f"{name}ping", f"{conns} HTTP connections, stat_file vs stateless ping through /mcp "
+                             f"(p99 {s_p99 - p_p99:+.2f} ms)",
+                             f"{s_rps:,.0f} ok calls/s, p99 {s_p99:.2f} ms", f"ping {p_rps:,.0f}/s, p99 {p_p99:.2f} ms",
+                             f"{s_rps / p_rps:.2f}", vm_hwm_kb(p.pid), None, ping=ping,
+                             stat_ping_ratio=s_rps / p_rps, p99_diff_ms=s_p99 - p_p99)
             deadline = time.monotonic() + 10
             while (fds := len(os.listdir(f"/proc/{p.pid}/fd"))) != fds0 and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -680,7 +706,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                    f"{fmt_kb(r['server_peak_rss_kb'])} | {fmt_kb(r['anchor_peak_rss_kb'])} |")
     out.append("")
     out.append("ratio: serverfs / first anchor, medians of wall time (S1-S3: call / ping; S6: calls/s as a fraction "
-               "of /healthz, higher is better). CPU ratio: user+sys of the server over the first anchor's "
+               "of /healthz, S6ping: of the stateless ping through /mcp, higher is better). CPU ratio: user+sys of the server over the first anchor's "
                "pipeline, summed over the repetitions; — where the server's sum is under 0.5 s (10 ms ticks).")
     return "\n".join(out)
 
@@ -698,6 +724,8 @@ def compare(runners: list["Runner"], labels: list[str]) -> str:
                 return "—"
             if "diff_ms" in r:
                 return f"+{r['diff_ms']:.3f} ms"
+            if "p99_diff_ms" in r:
+                return f"{r['ratio']} (p99 {r['p99_diff_ms']:+.2f} ms)"
             if name.startswith("S6"):
                 p99 = re.search(r"p99 [\d.]+ ms", r["serverfs"])
                 return f"{r['ratio']} ({p99.group(0) if p99 else '—'})"
@@ -707,7 +735,8 @@ def compare(runners: list["Runner"], labels: list[str]) -> str:
                    + " | ".join(fmt_kb(r["server_peak_rss_kb"]) if r else "—" for r in rows) + " |")
     out.append("")
     out.append("S1-S3: median call minus median ping on the same stdio connection. S4-S5p, S7-S9: serverfs / "
-               "first anchor (lower is better). S6: ok calls/s as a fraction of /healthz (higher is better), p99.")
+               "first anchor (lower is better). S6: ok calls/s as a fraction of /healthz (higher is better), p99; "
+               "S6ping: of the stateless ping through /mcp, p99 minus the ping's.")
     return "\n".join(out)
 
 
@@ -737,12 +766,56 @@ class DevStdio(RawStdio):
     """RawStdio for serverfs-dev (one --root instead of workdirs)."""
 
     def __init__(self, binary: str, root: Path, state: Path, errlog) -> None:
-        self.p = subprocess.Popen([binary, "--stdio", "--root", str(root), "--state-dir", str(state)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        self.spawn([binary, "--stdio", "--root", str(root), "--state-dir", str(state)], errlog)
+
+    def spawn(self, cmd: list[str], errlog, env: dict[str, str] | None = None) -> None:
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env)
         self.pid, self.n = self.p.pid, 0
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "serverfs-bench", "version": "0"}})
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def tool(self, name: str, args: dict) -> dict:
+        """tools/call; the whole result (DC has no structuredContent)."""
+        return self.request("tools/call", {"name": name, "arguments": args})
+
+
+# Desktop Commander, the peer users pick for a coding agent: pinned, installed with npm into
+# bench-data/ (install scripts off: they only report the install and fetch a ripgrep binary
+# for DC's search, which these scenarios do not use).
+DC_PACKAGE = "@wonderwhy-er/desktop-commander"
+DC_VERSION = "0.2.52"
+DC_DIR = DATA / f"desktop-commander-{DC_VERSION}"
+
+
+def ensure_dc() -> Path:
+    entry = DC_DIR / "node_modules" / DC_PACKAGE / "dist" / "index.js"
+    if not entry.exists():
+        if not shutil.which("npm"):
+            sys.exit("bench: --dev needs node and npm for Desktop Commander (or pass --no-dc)")
+        log(f"bench: npm install {DC_PACKAGE}@{DC_VERSION} into {DC_DIR}")
+        DC_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "install", "--prefix", str(DC_DIR), "--no-audit", "--no-fund", "--ignore-scripts",
+                        "--no-save", f"{DC_PACKAGE}@{DC_VERSION}"], check=True, stdout=subprocess.DEVNULL)
+    return entry
+
+
+class DcStdio(DevStdio):
+    """Desktop Commander over raw stdio, as ours: its own HOME with telemetry off, the project as its
+    only allowed directory, bash as its shell, and no network (its feature flags and its background
+    Chrome download for PDF export fail at once instead of loading the machine)."""
+
+    def __init__(self, entry: Path, root: Path, home: Path, errlog) -> None:
+        conf = home / ".claude-server-commander"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "config.json").write_text(json.dumps({
+            "telemetryEnabled": False, "allowedDirectories": [str(root)], "defaultShell": "/bin/bash",
+            "pendingWelcomeOnboarding": False, "welcomeOnboardingEligible": False}))
+        dead = "http://127.0.0.1:9"
+        env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash", "DESKTOP_COMMANDER_DISABLE_TELEMETRY": "1",
+               "DC_FLAG_URL": f"{dead}/flags.json", "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "http_proxy": dead,
+               "https_proxy": dead, "NO_PROXY": "", "no_proxy": ""}
+        self.spawn(["node", str(entry), "--no-onboarding"], errlog, env)
 
 
 def p99(xs: list[float]) -> float:
@@ -750,60 +823,169 @@ def p99(xs: list[float]) -> float:
     return ys[min(len(ys) - 1, int(len(ys) * 0.99))]
 
 
+def loadavg() -> str:
+    return "load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def timed(fn) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+DEV_READ_LINES = "".join(f"line {i}: let item_{i} = table.get({i}).map(|x| x * 2).unwrap_or_default();\n"
+                         for i in range(1, 1001))
+DEV_READ_FROM = 101  # D3 reads lines 101-300
+
+
 def run_dev(a: argparse.Namespace) -> int:
-    """D1 and D2 for serverfs-dev, each beside its anchor in the same loop."""
+    """D1-D3 for serverfs-dev, each beside its raw tool and Desktop Commander in the same loop."""
     binary = a.dev_bin or str(REPO / "target" / "release" / "serverfs-dev")
     calls = a.calls if a.calls else (50 if a.quick else 200)
+    dc_entry = None if a.no_dc else ensure_dc()
     tmp = Path(tempfile.mkdtemp(prefix="serverfs-bench-dev-"))
-    root, state = tmp / "root", tmp / "state"
-    (root / "src").mkdir(parents=True)
-    before = uptime()
-    errlog = open(tmp / "server.log", "w")
-    rows = []
-    # D1: trivial bash.
+    root, state, dc_root, git = tmp / "root", tmp / "state", tmp / "dc", tmp / "g"
+    for d in (root / "src", dc_root / "src", git / "src"):
+        d.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(git)], check=True)
+    out = REPO / "results" / time.strftime("bench-dev-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    problems = Problems()
+    before, load_before = uptime(), loadavg()
+    log(f"bench: uptime before: {before}")
+    errlog = open(out / "server.log", "w")
+    dc_log = open(out / "desktop-commander.log", "w")
     server = DevStdio(binary, root, state, errlog)
-    ours, anchor = [], []
-    for _ in range(calls):
-        t = time.perf_counter()
-        r = server.request("tools/call", {"name": "bash", "arguments": {"command": "true"}})
-        ours.append(time.perf_counter() - t)
-        assert not r.get("isError") and r["structuredContent"]["exit_code"] == 0, r
-        t = time.perf_counter()
-        subprocess.run(["bash", "-c", "true"], check=True)
-        anchor.append(time.perf_counter() - t)
-    rows.append(("D1 bash true", med(ours), p99(ours), med(anchor), p99(anchor), "bash -c true"))
-    # D2: a 3-hunk edit.
-    subprocess.run(["git", "init", "-q", str(tmp / "g")], check=True)
-    (tmp / "g" / "src").mkdir()
-    diff = tmp / "change.diff"
-    diff.write_text(dev_diff())
-    ours, anchor = [], []
+    dc = DcStdio(dc_entry, dc_root, tmp / "dc-home", dc_log) if dc_entry else None
     expected = DEV_SOURCE.replace("compute(11);", "compute(11) + 1;").replace(
         "compute(151);", "compute(151) + 1;").replace("compute(281);", "compute(281) + 1;")
-    for _ in range(max(10, calls // 4)):
-        (root / "src" / "lib.rs").write_text(DEV_SOURCE)
-        t = time.perf_counter()
-        r = server.request("tools/call", {"name": "apply_patch", "arguments": {"patch": DEV_PATCH}})
-        ours.append(time.perf_counter() - t)
-        assert not r.get("isError"), r
-        assert (root / "src" / "lib.rs").read_text() == expected
-        (tmp / "g" / "src" / "lib.rs").write_text(DEV_SOURCE)
-        t = time.perf_counter()
-        subprocess.run(["git", "apply", str(diff)], cwd=tmp / "g", check=True)
-        anchor.append(time.perf_counter() - t)
-        assert (tmp / "g" / "src" / "lib.rs").read_text() == expected
-    rows.append(("D2 apply_patch, 3 hunks", med(ours), p99(ours), med(anchor), p99(anchor), "git apply"))
+    read_want = "".join(DEV_READ_LINES.splitlines(keepends=True)[DEV_READ_FROM - 1:DEV_READ_FROM + 199])
+    for d in (root, dc_root):
+        (d / "read.txt").write_text(DEV_READ_LINES)
+    diff = tmp / "change.diff"
+    diff.write_text(dev_diff())
+
+    # Each scenario: (ours, raw anchor, DC), each one call returning its answer, and a check of it.
+    def d1_ours():
+        r = server.tool("bash", {"command": "true"})
+        return not r.get("isError") and r["structuredContent"]["exit_code"] == 0
+
+    def d1_raw():
+        return subprocess.run(["bash", "-c", "true"]).returncode == 0
+
+    def d1_dc():
+        r = dc.tool("start_process", {"command": "true", "timeout_ms": 10000})
+        text = r["content"][0]["text"]
+        return not r.get("isError") and text.startswith("Process started") and "Process is running" not in text
+
+    def d2_setup():
+        for d in (root, dc_root, git):
+            (d / "src" / "lib.rs").write_text(DEV_SOURCE)
+
+    def d2_ours():
+        r = server.tool("apply_patch", {"patch": DEV_PATCH})
+        return not r.get("isError") and (root / "src" / "lib.rs").read_text() == expected
+
+    def d2_raw():
+        ok = subprocess.run(["git", "apply", str(diff)], cwd=git).returncode == 0
+        return ok and (git / "src" / "lib.rs").read_text() == expected
+
+    def d2_dc():
+        ok = True
+        for n in (11, 151, 281):
+            r = dc.tool("edit_block", {"file_path": str(dc_root / "src" / "lib.rs"),
+                                       "old_string": f"    let value_{n} = compute({n});\n",
+                                       "new_string": f"    let value_{n} = compute({n}) + 1;\n",
+                                       "expected_replacements": 1})
+            ok = ok and not r.get("isError")
+        return ok and (dc_root / "src" / "lib.rs").read_text() == expected
+
+    def d3_ours():
+        r = server.tool("read_file", {"path": "read.txt", "start_line": DEV_READ_FROM,
+                                      "end_line": DEV_READ_FROM + 199})
+        return not r.get("isError") and r["structuredContent"]["content"] == read_want
+
+    def d3_raw():
+        end = DEV_READ_FROM + 199
+        r = subprocess.run(["sed", "-n", f"{DEV_READ_FROM},{end}p;{end}q", str(root / "read.txt")], capture_output=True)
+        return r.returncode == 0 and r.stdout.decode() == read_want
+
+    def d3_dc():
+        r = dc.tool("read_file", {"path": str(dc_root / "read.txt"), "offset": DEV_READ_FROM - 1, "length": 200})
+        text = r["content"][0]["text"]
+        # a one-line header, a blank line, then the lines joined by newlines
+        header, _, body = text.partition("\n\n")
+        return not r.get("isError") and header.startswith("[Reading 200 lines") and body == read_want.removesuffix("\n")
+
+    scenarios = [
+        ("D1", "bash `true`", calls, None, d1_ours, ("bash -c true", d1_raw), ("DC start_process", d1_dc)),
+        ("D2", "apply_patch, 3 hunks (fresh 300-line file)", max(10, calls // 4), d2_setup, d2_ours,
+         ("git apply", d2_raw), ("DC edit_block ×3", d2_dc)),
+        ("D3", f"read_file lines {DEV_READ_FROM}-{DEV_READ_FROM + 199} of 1000", calls, None, d3_ours,
+         ("sed -n", d3_raw), ("DC read_file", d3_dc)),
+    ]
+    rows = []
+    for name, what, n, setup, ours_fn, (raw_label, raw_fn), (dc_label, dc_fn) in scenarios:
+        if a.only and name not in a.only:
+            continue
+        log(f"bench: {name} {what} ×{n}")
+        contenders = [("serverfs-dev", ours_fn), (raw_label, raw_fn)] + ([(dc_label, dc_fn)] if dc else [])
+        # warm-up, answers checked: DC's start-up work (and ours) is not in the timings
+        for _ in range(3):
+            for label, fn in contenders:
+                if setup:
+                    setup()
+                problems.check(fn(), f"{name} {label}: answer differs from its anchor")
+        times: dict[str, list[float]] = {label: [] for label, _ in contenders}
+        bad: dict[str, int] = {label: 0 for label, _ in contenders}
+        for _ in range(n):
+            # same loop, interleaved: every contender sees the same load
+            for label, fn in contenders:
+                if setup:
+                    setup()
+                t, ok = timed(fn)
+                times[label].append(t)
+                bad[label] += not ok
+        for label, count in bad.items():
+            problems.check(count == 0, f"{name} {label}: {count} of {n} answers differ from the anchor")
+        rows.append(dict(scenario=name, what=what, calls=n, raw=raw_label, dc=dc_label if dc else None,
+                         times={label: {"median_s": med(t), "p99_s": p99(t), "s": t} for label, t in times.items()}))
+        log(f"  {name}: " + "; ".join(f"{label} {fmt_s(med(t))}" for label, t in times.items()))
     rss = vm_hwm_kb(server.pid)
     asyncio.run(server.close())
+    if dc:
+        dc.p.stdin.close()
+        dc.p.wait(timeout=10)
     errlog.close()
+    dc_log.close()
     shutil.rmtree(tmp, ignore_errors=True)
-    text = (f"serverfs-dev bench: {binary}; {os.cpu_count()} cpus; uptime before: {before}\n\n"
-            "| scenario | serverfs-dev median | p99 | anchor median | p99 | anchor | ratio |\n|---|---|---|---|---|---|---|\n")
-    for name, om, op, am, ap_, what in rows:
-        text += f"| {name} | {fmt_s(om)} | {fmt_s(op)} | {fmt_s(am)} | {fmt_s(ap_)} | {what} | {om / am:.2f}x |\n"
-    text += f"\nserver peak RSS {fmt_kb(rss)}; uptime after: {uptime()}\n"
+    after, load_after = uptime(), loadavg()
+    text = (f"serverfs-dev bench: {binary}; Desktop Commander {DC_VERSION if dc else '(not run: --no-dc)'}; "
+            f"{os.cpu_count()} cpus; {'quick' if a.quick else 'full'}\n"
+            f"uptime before: {before}\n{load_before} (before)\n\n"
+            "| scenario | serverfs-dev median | p99 | raw tool | median | p99 | Desktop Commander | median | p99 "
+            "| vs raw | vs DC |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        ours, raw = r["times"]["serverfs-dev"], r["times"][r["raw"]]
+        dcr = r["times"][r["dc"]] if r["dc"] else None
+        dc_cells = (f"{r['dc']} | {fmt_s(dcr['median_s'])} | {fmt_s(dcr['p99_s'])}" if dcr else "— | — | —")
+        vs_dc = f"{ours['median_s'] / dcr['median_s']:.3f}×" if dcr else "—"
+        text += (f"| {r['scenario']} {r['what']} ×{r['calls']} | {fmt_s(ours['median_s'])} | {fmt_s(ours['p99_s'])} "
+                 f"| {r['raw']} | {fmt_s(raw['median_s'])} | {fmt_s(raw['p99_s'])} | {dc_cells} "
+                 f"| {ours['median_s'] / raw['median_s']:.2f}× | {vs_dc} |\n")
+    text += ("\nMedians and p99 of wall time per call, all contenders interleaved in one loop; every answer checked "
+             "against its anchor (D1 exit 0 and a finished process; D2 the same bytes after the edit; D3 the same 200 "
+             "lines). vs raw / vs DC: serverfs-dev median over theirs (lower is better).\n")
+    text += f"\nserverfs-dev peak RSS {fmt_kb(rss)}\nuptime after:  {after}\n{load_after} (after)\n"
+    if problems:
+        text += "\nCHECKS FAILED:\n" + "".join(f"- {p}\n" for p in problems)
     print(text)
-    return 0
+    (out / "table.md").write_text(text)
+    (out / "results.json").write_text(json.dumps({"args": vars(a), "binary": binary, "dc_version": DC_VERSION if dc else None,
+                                                   "uptime_before": before, "uptime_after": after, "rows": rows,
+                                                   "problems": problems}, indent=2) + "\n")
+    log(f"bench: results in {out.relative_to(REPO)}")
+    return 1 if problems else 0
 
 
 def main() -> int:
@@ -817,10 +999,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per scenario (default 5, --quick 2)")
     ap.add_argument("--calls", type=int, help="calls per repetition in S1-S3 (default 500, --quick 100)")
     ap.add_argument("--wrk-seconds", type=int, help="seconds per wrk run (default 10, --quick 3)")
-    ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1, D2 only")
+    ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1-D3 only (--only D1,D3 to pick)")
     ap.add_argument("--dev-bin", help="serverfs-dev binary (default target/release/serverfs-dev)")
+    ap.add_argument("--no-dc", action="store_true", help="--dev without Desktop Commander (no node/npm needed)")
     a = ap.parse_args()
     if a.dev:
+        a.only = sorted({s.strip() for s in a.only.split(",") if s.strip()})
         return run_dev(a)
     warnings.filterwarnings("ignore", message="ping is removed")  # the SDK's note on legacy-only ping
     a.reps = a.reps or (2 if a.quick else 5)
@@ -843,7 +1027,7 @@ def main() -> int:
             f"corpus {corpus.name}: {entries:,} entries; log {LOG_LINES:,} lines, {(logdir / 'big.log').stat().st_size / 2**30:.2f} GiB; "
             f"{DIR_ENTRIES:,}-entry directory; {os.cpu_count()} cpus; {'quick' if a.quick else 'full'}: "
             f"reps {a.reps}, calls {a.calls}, wrk {a.wrk_reps}×{a.wrk_seconds} s; client {a.client} (S1-S3: sdk and raw)\n"
-            f"uptime before: {before}")
+            f"uptime before: {before}\n{loadavg()} (before)")
     log(head)
     runners = []
     for i, binary in enumerate(binaries):
@@ -852,7 +1036,7 @@ def main() -> int:
         runners.append(Runner(a, binary, corpus, logdir, dir100k, sub))
     asyncio.run(run_all(runners, only))
     after = uptime()
-    text = f"{head}\nuptime after:  {after}\n"
+    text = f"{head}\nuptime after:  {after}\n{loadavg()} (after)\n"
     labels = [Path(b).name if len({Path(x).name for x in binaries}) == len(binaries) else f"bin{i + 1}"
               for i, b in enumerate(binaries)]
     for label, r in zip(labels, runners):

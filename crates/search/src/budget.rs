@@ -75,10 +75,11 @@ pub struct Budget {
     workers: usize,
 }
 
-/// Most worker threads one search_text call starts by default.
+/// Most worker threads one find_files or search_text call starts by
+/// default.
 pub const MAX_DEFAULT_WORKERS: usize = 8;
 
-/// The default number of worker threads of one search_text call: the
+/// The default number of worker threads of one find/search call: the
 /// cores this process may use ([`std::thread::available_parallelism`]),
 /// at most [`MAX_DEFAULT_WORKERS`].
 pub fn default_workers() -> usize {
@@ -99,16 +100,18 @@ impl Budget {
     }
 
     /// The same budget with `workers` threads searching files for
-    /// search_text (0 or 1: the calling thread alone, one file after the
-    /// other). The answer is the same for every count.
+    /// search_text, or reading directories for find_files (0 or 1: the
+    /// calling thread alone, one after the other). The answer is the same
+    /// for every count.
     #[must_use]
     pub fn with_workers(mut self, workers: usize) -> Self {
         self.workers = workers;
         self
     }
 
-    /// Threads that search files in one search_text call (1: none besides
-    /// the calling thread).
+    /// Threads that search files in one search_text call, or read
+    /// directories in one find_files call (1: none besides the calling
+    /// thread).
     pub fn workers(&self) -> usize {
         self.workers.max(1)
     }

@@ -18,6 +18,12 @@
 //!   the call with that cursor continues after the last match returned
 //!   (limit) or the last entry visited (walk limit, deadline), so pages
 //!   concatenate to the unlimited answer (see the `cursor` module).
+//! - Every core, one answer: with [`Budget::workers`] above 1, that many
+//!   threads read directories ahead of the walk (see the `dirs` module for
+//!   the bounds: at most `READ_AHEAD_PER_THREAD` listings per thread ahead),
+//!   while the calling thread matches and confirms in walk order; matches,
+//!   `skipped`, `truncated_reason` and `next_cursor` are those of the walk
+//!   on one thread. The threads are joined before the call returns.
 
 use serverfs_core::{EntryKind, ErrorCode, FsError, Location, Root};
 
@@ -65,11 +71,33 @@ pub fn find_files(
         return Err(FsError::invalid("cursor: not a find_files cursor."));
     }
     let dir = root.walk_root(start)?;
+    let workers = budget.workers();
+    std::thread::scope(|scope| {
+        let mut walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
+        if workers > 1 {
+            walk.read_ahead(scope, workers);
+        }
+        // The last entry dealt with: where a walk-limit or deadline stop resumes.
+        let last =
+            resume.as_ref().map_or_else(|| start.path().as_relative(), |pos| pos.path.clone());
+        let outcome = walk_matches(root, &glob, walk, limit, last, key);
+        // Leaving the scope joins the readers: `walk_matches` dropped the
+        // walk, which stopped them.
+        Ok(outcome)
+    })
+}
+
+/// Walks, matches and confirms until the walk ends or a limit stops it.
+fn walk_matches(
+    root: &Root,
+    glob: &NameGlob,
+    mut walk: TreeWalk<'_>,
+    limit: u64,
+    mut last: String,
+    key: QueryKey,
+) -> FindOutcome {
     let mut matches: Vec<FoundEntry> = Vec::new();
     let mut unconfirmed = 0;
-    let mut walk = TreeWalk::new(root.policy(), start, &dir, budget, resume.as_ref());
-    // The last entry dealt with: where a walk-limit or deadline stop resumes.
-    let mut last = resume.map_or_else(|| start.path().as_relative(), |pos| pos.path);
     let truncated_reason = loop {
         let entry = match walk.next_step() {
             Step::Entry(entry) => entry,
@@ -93,7 +121,7 @@ pub fn find_files(
     // After a limit stop `last` is the entry before the one holding the
     // surplus match, so the next page starts with that match.
     let next_cursor = truncated_reason.map(|_| Position { path: last, line: None }.encode(key));
-    Ok(FindOutcome { matches, truncated_reason, skipped, next_cursor })
+    FindOutcome { matches, truncated_reason, skipped, next_cursor }
 }
 
 /// The entry's type by `lstat` beneath the root handle, or the code of the

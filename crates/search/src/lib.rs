@@ -1,5 +1,5 @@
 //! find_files and search_text for ServerFS, on ripgrep's own library
-//! crates (`ignore`, `globset`, `grep-searcher`, `grep-regex`) in-process:
+//! crates (`globset`, `grep-searcher`, `grep-regex`) in-process:
 //! no subprocess, no shell, nothing a client string could inject into.
 //!
 //! Guarantees (SPEC §2.3, §2.6):
@@ -17,11 +17,20 @@
 //!   the unlimited answer (`cursor` module).
 //! - Plain synchronous code: run it on a blocking thread and set the
 //!   budget's cancel flag to stop it. search_text searches files on up to
-//!   [`Budget::workers`] scoped threads of its own (see `pool`), all joined
-//!   before it returns; its answer is the same for every count.
+//!   [`Budget::workers`] scoped threads of its own (see `pool`), find_files
+//!   reads directories on as many (see `dirs`), all joined before the call
+//!   returns; the answer is the same for every count.
+//! - Bounds of one call with `w` = [`Budget::workers`] (default: the cores,
+//!   at most [`MAX_DEFAULT_WORKERS`]): at most `w` threads besides the
+//!   caller's. search_text holds at most `2 w` batches (of up to 32
+//!   files) ahead of its walk; find_files at most `4 w` directory listings
+//!   read ahead and not yet walked, besides the walk's own stack (one
+//!   listing per level) and the names of the subdirectories those
+//!   listings hold.
 
 pub mod budget;
 mod cursor;
+mod dirs;
 pub mod find;
 mod pool;
 pub mod search;

@@ -5,7 +5,13 @@
 //! - Order (SPEC §2.6): depth-first, pre-order, siblings in byte order of
 //!   their names; the same tree gives the same sequence.
 //! - Streaming: entries are produced one at a time. Nothing is collected up
-//!   front beyond what `walkdir` holds to sort one directory's names.
+//!   front beyond the sorted listings of the directories being walked (one
+//!   per level), and, with read-ahead, the bounded listings of the `dirs`
+//!   module.
+//! - Every core, one answer: [`TreeWalk::read_ahead`] has worker threads
+//!   read, filter and sort directories ahead of the walk, which takes their
+//!   listings in walk order; the entries, `unreadable` counts and stops are
+//!   those of the walk alone.
 //! - Policy inside the walk: an entry that [`Policy::entry_visible`] refuses
 //!   (hidden, denied) is neither yielded nor descended into; names that are
 //!   not UTF-8 are left out the same way (they cannot be named to a client).
@@ -13,7 +19,9 @@
 //!   other ignore file is read.
 //! - Budget: every yielded entry (and every read error) counts against
 //!   `max_walk_entries`, and the deadline/cancel flag is checked before
-//!   each step. The cap stops a walk only once it has yielded an entry, so
+//!   each step. A directory's read errors are counted with the directory,
+//!   once across pages (a resumed page passing through it does not count
+//!   them again). The cap stops a walk only once it has yielded an entry, so
 //!   that every page of a paged search moves its cursor forward.
 //! - Resumable (see the `cursor` module): a walk resumed at a position
 //!   yields exactly the entries after it in walk order, without revisiting
@@ -29,7 +37,7 @@
 //!   counted in [`TreeWalk::unreadable`].
 //!
 //! # Security
-//! `ignore` reads directories by path, so a directory swapped for a
+//! Directories are read by path, so a directory swapped for a
 //! symlink between two steps could make it list foreign names. The walk is
 //! therefore only a source of *candidate names*: callers confirm every
 //! entry through the [`Root`] resolver (`inspect`, `open_file`) beneath
@@ -39,19 +47,15 @@
 //! [`Root`]: serverfs_core::Root
 //! [`WalkRoot`]: serverfs_core::WalkRoot
 
-use std::cmp::Ordering;
 use std::fs::FileType;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::thread::Scope;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use ignore::{Walk, WalkBuilder};
 use serverfs_core::{FsError, Location, RelPath, WalkRoot};
 
 use crate::budget::{Budget, TruncatedReason};
-use crate::cursor::{Position, is_self_or_ancestor, walk_order};
+use crate::cursor::{Position, is_self_or_ancestor};
+use crate::dirs::{Child, Listings, Reader};
 
 /// Longest accepted glob, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1000;
@@ -153,8 +157,10 @@ pub(crate) enum Step {
 
 /// A budgeted, policy-filtered, ordered walk below a directory.
 pub(crate) struct TreeWalk<'b> {
-    inner: Walk,
-    walk_root: PathBuf,
+    listings: Listings,
+    /// The children not yet yielded of the directories being walked, the
+    /// deepest last; `None` before the first step.
+    stack: Option<Vec<std::vec::IntoIter<Child>>>,
     /// `start/` (or empty at the workdir root).
     prefix: String,
     /// While resuming: the position's path below the start, and whether
@@ -178,60 +184,20 @@ impl<'b> TreeWalk<'b> {
         resume: Option<&Position>,
     ) -> Self {
         let start_rel = start.path().as_relative();
-        let walk_root = root.path().to_path_buf();
         let prefix = if start_rel.is_empty() { String::new() } else { format!("{start_rel}/") };
         let resume = resume.map(|pos| {
             let below = pos.path.strip_prefix(&prefix).unwrap_or_default();
             (below.to_owned(), pos.line.is_some())
         });
-
-        // The filter must be 'static: it owns a clone of the policy and
-        // the two strings it needs to rebuild an entry's relative path.
-        let policy = policy.clone();
-        let filter_root = walk_root.clone();
-        let filter_prefix = prefix.clone();
-        // Entries come to the filter in walk order, so once one sorts after
-        // the resume position all later ones do too and the comparison
-        // stops (`passed`).
-        let cut =
-            resume.as_ref().map(|(below, _)| (below.clone(), Arc::new(AtomicBool::new(false))));
-        let mut builder = WalkBuilder::new(&walk_root);
-        builder
-            .standard_filters(false)
-            .follow_links(false)
-            // Siblings' paths are the same parent path + `/` + name, so a
-            // raw byte comparison of the paths is the byte order of the
-            // names. (Comparing `file_name()`s, or `Path`s component-wise,
-            // re-parses both paths on every comparison: a quarter of the
-            // walk's CPU time on the kernel tree.)
-            .sort_by_file_path(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()))
-            .filter_entry(move |entry| {
-                // Not UTF-8: cannot be named to a client, so neither shown
-                // nor descended into.
-                let Some(below) = below_root(&filter_root, entry.path()) else {
-                    return false;
-                };
-                if let Some((after, passed)) = &cut
-                    && !passed.load(AtomicOrdering::Relaxed)
-                {
-                    match walk_order(below, after) {
-                        // Before the position and not above it: this entry
-                        // and its whole subtree were dealt with.
-                        Ordering::Less if !is_self_or_ancestor(below, after) => return false,
-                        Ordering::Greater => passed.store(true, AtomicOrdering::Relaxed),
-                        _ => {}
-                    }
-                }
-                let name = below.rsplit('/').next().unwrap_or(below);
-                if filter_prefix.is_empty() {
-                    policy.entry_visible(below, name)
-                } else {
-                    policy.entry_visible(&format!("{filter_prefix}{below}"), name)
-                }
-            });
+        let reader = Reader::new(
+            root.path().to_path_buf(),
+            prefix.clone(),
+            policy.clone(),
+            resume.as_ref().map(|(below, _)| below.clone()),
+        );
         Self {
-            inner: builder.build(),
-            walk_root,
+            listings: Listings::new(reader),
+            stack: None,
             prefix,
             resume,
             visited: 0,
@@ -241,9 +207,25 @@ impl<'b> TreeWalk<'b> {
         }
     }
 
+    /// Has `threads` workers of `scope` read directories ahead of the walk
+    /// (see the `dirs` module); the walk gives the same entries. Call it
+    /// before the first step; the walk must be dropped inside the scope.
+    pub(crate) fn read_ahead<'scope>(&mut self, scope: &'scope Scope<'scope, '_>, threads: usize) {
+        self.listings.read_ahead(scope, threads);
+    }
+
     /// Entries and directories the walker could not read so far.
     pub(crate) fn unreadable(&self) -> u64 {
         self.unreadable
+    }
+
+    /// Descends into `dir` (below the start) and returns its read errors:
+    /// they count as visited and unreadable with the directory itself,
+    /// never when an earlier page dealt with it and this one passes through.
+    fn enter(stack: &mut Vec<std::vec::IntoIter<Child>>, listings: &Listings, dir: &str) -> u64 {
+        let listing = listings.take(dir);
+        stack.push(listing.children.into_iter());
+        listing.errors
     }
 
     /// The next visible entry, or why the walk stops.
@@ -252,27 +234,32 @@ impl<'b> TreeWalk<'b> {
             if let Err(reason) = self.budget.check() {
                 return Step::Stop(reason);
             }
-            let Some(item) = self.inner.next() else {
-                return Step::Done;
-            };
-            // Read errors (an unreadable directory, an entry gone since the
-            // listing, a path too long) are counted, and cost a step of the
-            // budget.
-            let entry = match item {
-                Ok(entry) if entry.depth() == 0 => continue,
-                Ok(entry) => Some(entry),
-                Err(_) => {
-                    self.unreadable += 1;
-                    None
+            let stack = match &mut self.stack {
+                Some(stack) => stack,
+                None => {
+                    // The first step: the start's own listing, whose read
+                    // errors belong to the first page only.
+                    let mut stack = Vec::new();
+                    let errors = Self::enter(&mut stack, &self.listings, "");
+                    if self.resume.is_none() {
+                        self.unreadable += errors;
+                        self.visited += errors;
+                    }
+                    self.stack.insert(stack)
                 }
             };
-            let from_start = entry.as_ref().and_then(|e| below_root(&self.walk_root, e.path()));
+            let Some(child) = next_child(stack) else {
+                return Step::Done;
+            };
             // Resuming: the directories above the position (and the entry at
             // it, unless it is yielded again) were dealt with by an earlier
-            // page; they are passed through, not counted. The filter pruned
-            // everything else before the position.
-            if let (Some((after, again)), Some(below)) = (&self.resume, from_start) {
-                if is_self_or_ancestor(below, after) && !(*again && below == after) {
+            // page; they are passed through, not counted. The listings
+            // pruned everything else before the position.
+            if let Some((after, again)) = &self.resume {
+                if is_self_or_ancestor(&child.below, after) && !(*again && child.below == *after) {
+                    if child.file_type.is_dir() {
+                        Self::enter(stack, &self.listings, &child.below);
+                    }
                     continue;
                 }
                 self.resume = None;
@@ -281,27 +268,39 @@ impl<'b> TreeWalk<'b> {
                 return Step::Stop(TruncatedReason::WalkLimitReached);
             }
             self.visited += 1;
-            let (Some(entry), Some(from_start)) = (entry.as_ref(), from_start) else { continue };
             self.yielded = true;
-            let mut relative = String::with_capacity(self.prefix.len() + from_start.len());
+            // Symlinks are never followed: their type is the link's own.
+            // A directory's read errors (it cannot be opened, an entry gone
+            // since the listing) are counted with it, and cost steps of the
+            // budget.
+            if child.file_type.is_dir() {
+                let errors = Self::enter(stack, &self.listings, &child.below);
+                self.unreadable += errors;
+                self.visited += errors;
+            }
+            let mut relative = String::with_capacity(self.prefix.len() + child.below.len());
             relative.push_str(&self.prefix);
-            relative.push_str(from_start);
+            relative.push_str(&child.below);
             return Step::Entry(Walked {
                 relative,
                 start_len: self.prefix.len(),
-                file_type: entry.file_type(),
+                file_type: Some(child.file_type),
             });
         }
     }
 }
 
-/// `path` relative to `root`, as UTF-8. The walker builds every path as
-/// `root` + `/` + names, so this is a byte slice, not a component parse
-/// (it runs for every entry, twice).
-fn below_root<'p>(root: &Path, path: &'p Path) -> Option<&'p str> {
-    let rest = path.as_os_str().as_bytes().strip_prefix(root.as_os_str().as_bytes())?;
-    let rest = rest.strip_prefix(b"/").unwrap_or(rest);
-    if rest.is_empty() { None } else { std::str::from_utf8(rest).ok() }
+/// The next child in walk order from the stack, leaving the directories
+/// that are done.
+fn next_child(stack: &mut Vec<std::vec::IntoIter<Child>>) -> Option<Child> {
+    loop {
+        match stack.last_mut()?.next() {
+            Some(child) => return Some(child),
+            None => {
+                stack.pop();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -352,17 +351,6 @@ mod tests {
         }
         assert!(NameGlob::new(&"a".repeat(MAX_PATTERN_CHARS + 1), "pattern").is_err());
         assert!(NameGlob::new(&"a".repeat(MAX_PATTERN_CHARS), "pattern").is_ok());
-    }
-
-    #[test]
-    fn below_root_slices_bytes() {
-        let root = Path::new("/srv/w");
-        assert_eq!(below_root(root, Path::new("/srv/w/a/b.rs")), Some("a/b.rs"));
-        assert_eq!(below_root(Path::new("/srv/w/"), Path::new("/srv/w/a")), Some("a"));
-        assert_eq!(below_root(root, Path::new("/srv/w")), None);
-        assert_eq!(below_root(root, Path::new("/other/a")), None);
-        let bad = std::ffi::OsStr::from_bytes(b"/srv/w/a\xff");
-        assert_eq!(below_root(root, Path::new(bad)), None);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde::Serialize;
 use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
 use serverfs_exec::Owner;
@@ -28,7 +29,7 @@ use serverfs_tools::schema::{
     ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
     input_schema, output_schema, publish_configured_maxima,
 };
-use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
+use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Reported, Runner, ToText};
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{
@@ -104,7 +105,7 @@ impl SessionOwner {
     }
 }
 
-type ToolResult<T> = Result<Json<T>, String>;
+type ToolResult = Result<Answer, String>;
 
 #[tool_router]
 impl DevServer {
@@ -118,7 +119,9 @@ impl DevServer {
     ) -> Self {
         let tool_router = Self::router(&project, false);
         let call_timeout = project.tools().call_timeout();
-        let runner = Runner::new(Arc::clone(&project), call_timeout, concurrency);
+        let text_output = project.tools().limits().text_output;
+        let runner = Runner::new(Arc::clone(&project), call_timeout, concurrency)
+            .with_text_output(text_output);
         Self {
             project,
             runner: Arc::new(runner),
@@ -158,7 +161,7 @@ impl DevServer {
         &self,
         args: Args<ListDirectoryArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ListDirectoryResult> {
+    ) -> ToolResult {
         let args = args.accept("list_directory")?;
         let path = args.path.clone();
         self.on(CallClass::Lookup, "list_directory", path, ct, move |p, deadline| {
@@ -173,11 +176,7 @@ impl DevServer {
         output_schema = output_schema::<FindFilesResult>(),
         title = "Find files",
     )]
-    async fn find_files(
-        &self,
-        args: Args<FindFilesArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<FindFilesResult> {
+    async fn find_files(&self, args: Args<FindFilesArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("find_files")?;
         let path = args.path.clone();
         self.on(CallClass::Search, "find_files", path, ct, move |p, deadline| {
@@ -192,11 +191,7 @@ impl DevServer {
         output_schema = output_schema::<SearchTextResult>(),
         title = "Search text",
     )]
-    async fn search_text(
-        &self,
-        args: Args<SearchTextArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<SearchTextResult> {
+    async fn search_text(&self, args: Args<SearchTextArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("search_text")?;
         let path = args.path.clone();
         self.on(CallClass::Search, "search_text", path, ct, move |p, deadline| {
@@ -215,7 +210,7 @@ impl DevServer {
         &self,
         args: Args<ReadTextFileArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ReadTextFileResult> {
+    ) -> ToolResult {
         let args = args.accept("read_text_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "read_text_file", path, ct, move |p, deadline| {
@@ -230,11 +225,7 @@ impl DevServer {
         output_schema = output_schema::<StatFileResult>(),
         title = "Stat file",
     )]
-    async fn stat_file(
-        &self,
-        args: Args<StatFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<StatFileResult> {
+    async fn stat_file(&self, args: Args<StatFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("stat_file")?;
         let path = args.path.clone();
         // A few metadata syscalls: run where the request arrived.
@@ -252,11 +243,7 @@ impl DevServer {
         output_schema = output_schema::<ReadFileResult>(),
         title = "Read file",
     )]
-    async fn read_file(
-        &self,
-        args: Args<ReadFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<ReadFileResult> {
+    async fn read_file(&self, args: Args<ReadFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("read_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "read_file", path, ct, move |p, deadline| {
@@ -271,11 +258,7 @@ impl DevServer {
         output_schema = output_schema::<WriteFileResult>(),
         title = "Write file",
     )]
-    async fn write_file(
-        &self,
-        args: Args<WriteFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<WriteFileResult> {
+    async fn write_file(&self, args: Args<WriteFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("write_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "write_file", path, ct, move |p, _| p.write_file(args)).await
@@ -287,11 +270,7 @@ impl DevServer {
         output_schema = output_schema::<ApplyPatchResult>(),
         title = "Apply patch",
     )]
-    async fn apply_patch(
-        &self,
-        args: Args<ApplyPatchArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<ApplyPatchResult> {
+    async fn apply_patch(&self, args: Args<ApplyPatchArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("apply_patch")?;
         self.on(CallClass::Read, "apply_patch", String::new(), ct, move |p, deadline| {
             p.apply_patch(&args, deadline)
@@ -305,11 +284,7 @@ impl DevServer {
         output_schema = output_schema::<BashResult>(),
         title = "Run bash",
     )]
-    async fn bash(
-        &self,
-        args: Args<BashArgs>,
-        context: RequestContext<RoleServer>,
-    ) -> ToolResult<BashResult> {
+    async fn bash(&self, args: Args<BashArgs>, context: RequestContext<RoleServer>) -> ToolResult {
         let args = args.accept("bash")?;
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
         let progress = context.meta.get_progress_token().map(|token| {
@@ -325,7 +300,7 @@ impl DevServer {
         });
         let ct = &context.ct;
         let work = self.commands.bash(self.project.root(), args, ct, progress);
-        logged(call, ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, ct, work).await)
     }
 
     #[tool(
@@ -339,12 +314,12 @@ impl DevServer {
         args: Args<ShellOpenArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellOpened> {
+    ) -> ToolResult {
         let args = args.accept("shell_open")?;
         let call = CallLog { tool: "shell_open", workdir: None, path: Some(args.workdir.clone()) };
         let owner = self.owner.of(&extensions).owner;
         let work = async { self.commands.shell_open(self.project.root(), &owner, &args.workdir) };
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -358,12 +333,12 @@ impl DevServer {
         args: Args<ShellWriteArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellWritten> {
+    ) -> ToolResult {
         let args = args.accept("shell_write")?;
         let call = CallLog { tool: "shell_write", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_write(&owner, &args);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -377,12 +352,12 @@ impl DevServer {
         args: Args<ShellReadArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellReadResult> {
+    ) -> ToolResult {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_read(&owner, &args, &ct);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -396,12 +371,12 @@ impl DevServer {
         args: Args<ShellCloseArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellInfo> {
+    ) -> ToolResult {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_close(&owner, &args.session_id);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -415,7 +390,7 @@ impl DevServer {
         args: Args<ShellListArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellList> {
+    ) -> ToolResult {
         args.accept("shell_list")?;
         let call = CallLog { tool: "shell_list", workdir: None, path: None };
         let caller = self.owner.of(&extensions);
@@ -424,7 +399,7 @@ impl DevServer {
         } else {
             ShellList { sessions: Vec::new() }
         };
-        logged(call, &ct, async { Ok(list) }).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, async { Ok(list) }).await)
     }
 
     #[tool(
@@ -433,11 +408,7 @@ impl DevServer {
         output_schema = output_schema::<FileLinkResult>(),
         title = "File transfer link",
     )]
-    async fn file_link(
-        &self,
-        args: Args<FileLinkArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<FileLinkResult> {
+    async fn file_link(&self, args: Args<FileLinkArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("file_link")?;
         let Some(links) = self.links.clone() else {
             return Err("INVALID_ARGUMENT: file_link is only available over HTTP.".to_owned());
@@ -457,9 +428,9 @@ impl DevServer {
         path: String,
         ct: CancellationToken,
         op: F,
-    ) -> ToolResult<T>
+    ) -> ToolResult
     where
-        T: Reported + Send + 'static,
+        T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&Project, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
         let call = CallLog { tool, workdir: None, path: Some(path) };

@@ -15,6 +15,7 @@ mod handler;
 pub mod links;
 pub mod patching;
 pub mod project;
+mod render;
 
 pub use commands::Commands;
 pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};

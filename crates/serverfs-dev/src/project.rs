@@ -100,7 +100,7 @@ impl Project {
                 .map_err(|_| FsError::invalid("content_base64: not valid base64."))?,
             _ => {
                 return Err(FsError::invalid(
-                    "give exactly one of content (text) and content_base64 (bytes).",
+                    "content, content_base64: give exactly one (content for text, content_base64 for bytes; null for the other).",
                 ));
             }
         };

@@ -87,6 +87,10 @@ pub struct ReadSettings {
     #[arg(long, env = "SERVERFS_MAX_CONCURRENT_LOOKUPS", default_value_t = Concurrency::default().lookups)]
     max_concurrent_lookups: usize,
 
+    /// The text content of tool answers: compact (written for a model) or json (the JSON of structuredContent, for clients that parse text).
+    #[arg(long, env = "SERVERFS_TEXT_OUTPUT", default_value = "compact", value_parser = ["compact", "json"])]
+    text_output: String,
+
     /// Seconds a call waits for a free slot before it is refused with SERVER_BUSY.
     #[arg(long, env = "SERVERFS_BUSY_WAIT_SECONDS", default_value_t = Concurrency::default().busy_wait.as_secs())]
     busy_wait_seconds: u64,
@@ -108,6 +112,10 @@ impl ReadSettings {
             max_walk_entries: self.max_walk_entries,
             search_timeout: Duration::from_secs(self.search_timeout_seconds),
             search_max_file_bytes: self.search_max_file_bytes,
+            text_output: self
+                .text_output
+                .parse()
+                .map_err(|e| format!("SERVERFS_TEXT_OUTPUT: {e}"))?,
         };
         let named = [
             ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
@@ -377,6 +385,16 @@ mod tests {
     fn a_zero_limit_is_named_by_its_variable() {
         let both = parse(&["--max-read-lines", "0"]);
         assert_eq!(both.read.limits().unwrap_err(), "SERVERFS_MAX_READ_LINES must be at least 1");
+    }
+
+    #[test]
+    fn text_output_is_compact_unless_json_is_asked_for() {
+        use serverfs_tools::TextOutput;
+        assert_eq!(parse(&[]).read.limits().unwrap().text_output, TextOutput::Compact);
+        let json = parse(&["--text-output", "json"]);
+        assert_eq!(json.read.limits().unwrap().text_output, TextOutput::Json);
+        let argv = ["test", "--text-output", "yaml"];
+        assert!(Both::try_parse_from(argv).is_err());
     }
 
     #[test]

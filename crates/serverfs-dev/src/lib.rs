@@ -45,6 +45,7 @@ pub fn run() -> ExitCode {
     if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
         return config_error(&e);
     }
+    serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
     let config = match cli.config(&env) {
         Ok(config) => config,
@@ -65,7 +66,7 @@ pub fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let project = match open_project(&config) {
+    let project = match open_project(&config, if cli.stdio { "stdio" } else { "http" }) {
         Ok(project) => Arc::new(project),
         Err(e) => return config_error(&e),
     };
@@ -121,11 +122,11 @@ fn config_error(line: &str) -> ExitCode {
 /// Opens the root, settles what a crash left (logged), and builds the
 /// project. Errors name the setting, never a host path beyond the one the
 /// operator gave.
-fn open_project(config: &Config) -> Result<Project, String> {
+fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
     let options =
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
-    let root =
-        Root::open(&config.root, options).map_err(|e| format!("SERVERFS_ROOT (--root): {e}"))?;
+    let root = Root::open(&config.root, options)
+        .map_err(|e| format!("SERVERFS_ROOT (--root) {}: {e}", config.root.display()))?;
     prepare_state_dir(&config.root, &config.state_dir)?;
     let writer_config =
         WriterConfig::new(&config.root, &config.state_dir).max_file_bytes(config.max_file_bytes);
@@ -144,6 +145,8 @@ fn open_project(config: &Config) -> Result<Project, String> {
     }
     tracing::info!(
         event = "starting",
+        root = %config.root.display(),
+        transport,
         recovered = recovery.recovered.len(),
         resolver = ?writer.root().mode(),
         max_file_bytes = config.max_file_bytes,

@@ -11,6 +11,7 @@
 //! setting by its environment variable (never a token or a token file's
 //! path); the same variable means the same thing in every binary.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -296,8 +297,23 @@ impl HttpSettings {
             (Some(token), None) => ("SERVERFS_TOKEN", token),
             (None, Some(path)) => {
                 let setting = "SERVERFS_TOKEN_FILE (--token-file)";
-                let mut text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("{setting}: cannot read the token file: {}", e.kind()))?;
+                let cannot = |e: std::io::Error| {
+                    format!("{setting}: cannot read the token file: {}", e.kind())
+                };
+                let mut file = std::fs::File::open(path).map_err(cannot)?;
+                // The mode of the file read, not of a name that may change.
+                let mode = file.metadata().map_err(cannot)?.permissions().mode();
+                if mode & 0o044 != 0 {
+                    tracing::warn!(
+                        event = "config_warning",
+                        message = %format!(
+                            "{setting}: the token file is readable by group or others (mode {:o}); chmod 600 it",
+                            mode & 0o777
+                        ),
+                    );
+                }
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut file, &mut text).map_err(cannot)?;
                 // Editors and `echo` end files with a newline; it is not part
                 // of the token.
                 if text.ends_with('\n') {
@@ -310,6 +326,18 @@ impl HttpSettings {
             }
         };
         BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+    }
+}
+
+/// Warns (a `config_warning` log line) when the server runs as root: it
+/// needs no privilege, and every file the tools can reach is then readable
+/// to it.
+pub fn warn_if_root() {
+    if rustix::process::geteuid().is_root() {
+        tracing::warn!(
+            event = "config_warning",
+            message = "running as root: every file the tools reach is open to this process; run it as an ordinary user",
+        );
     }
 }
 

@@ -539,12 +539,12 @@ fn failure_error(f: Failure, shown: &dyn fmt::Display) -> FsError {
         Failure::Errno(e) => errno_error(e, shown),
         Failure::LinkEscapes => FsError::new(
             ErrorCode::PathOutsideWorkdir,
-            format!("{shown} leads through a symbolic link outside the workdir."),
+            format!("{shown} leads through a symbolic link outside the root."),
         ),
         Failure::AbsoluteLink => FsError::new(
             ErrorCode::SymlinkNotAllowed,
             format!(
-                "{shown} leads through a symbolic link with an absolute target; only relative links that stay inside the workdir are followed."
+                "{shown} leads through a symbolic link with an absolute target; only relative links that stay inside the root are followed."
             ),
         ),
         Failure::UnnameableLink => FsError::new(
@@ -556,7 +556,7 @@ fn failure_error(f: Failure, shown: &dyn fmt::Display) -> FsError {
         Failure::LinkRefused(Refusal::Denied) => FsError::new(
             ErrorCode::DeniedPath,
             format!(
-                "{shown} leads through a symbolic link to a path that matches a credential deny rule; it is never served."
+                "{shown} leads through a symbolic link to a path that matches a deny rule; it is never served."
             ),
         ),
         Failure::LinkRefused(Refusal::Hidden) => FsError::new(
@@ -595,7 +595,7 @@ pub(crate) fn errno_error(e: Errno, shown: &dyn fmt::Display) -> FsError {
             format!("{shown} is not accessible to the server's user (file permissions)."),
         ),
         Errno::XDEV => {
-            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{shown} leaves the workdir."))
+            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{shown} leaves the root."))
         }
         Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => FsError::new(
             ErrorCode::UnsupportedFileType,

@@ -101,6 +101,14 @@ async fn the_text_is_for_a_model_or_the_json_when_asked() {
     assert_eq!(text, "src/lib.rs:2:    1\n");
     let (is_error, _, text) = answer(&client, "read_file", json!({"path": ".env"})).await;
     assert!(is_error && text.starts_with("DENIED_PATH: "), "{text}");
+    // serverfs-dev has one root, no workdirs, and .git is work, not a secret.
+    let (is_error, _, text) = answer(&client, "read_file", json!({"path": ".git/config"})).await;
+    assert!(is_error && text.starts_with("DENIED_PATH: project:/.git/config is inside .git"));
+    assert!(!text.contains("credential"), "{text}");
+    for path in ["../x", "/etc/passwd", "a\\b"] {
+        let (is_error, _, text) = answer(&client, "read_file", json!({"path": path})).await;
+        assert!(is_error && !text.contains("workdir"), "{text}");
+    }
     client.cancel().await.unwrap();
     drop(server);
 

@@ -238,7 +238,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to 256 KiB; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch.",
+        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to 256 KiB; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch. A PNG, JPEG, GIF or WebP image (up to 4 MiB) is shown to you as an image instead; other binary files are BINARY_FILE (move them with file_link).",
         input_schema = input_schema::<ReadFileArgs>(),
         output_schema = output_schema::<ReadFileResult>(),
         title = "Read file",

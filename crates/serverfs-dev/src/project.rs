@@ -84,7 +84,17 @@ impl Project {
         }
         self.at(&args.path, |_, root, loc| {
             let (file, meta) = root.open_file(loc)?;
-            let text = text::read_whole(&file, meta.size, loc, self.max_file_bytes, deadline)?;
+            if let Some(mime_type) = image_type(&file) {
+                return read_image(&file, meta.size, loc, mime_type, deadline);
+            }
+            let text = text::read_whole(&file, meta.size, loc, self.max_file_bytes, deadline)
+                .map_err(|e| match e.code() {
+                    ErrorCode::BinaryFile => FsError::new(
+                        ErrorCode::BinaryFile,
+                        format!("{} Move binary files with file_link (over HTTP).", e.message()),
+                    ),
+                    _ => e,
+                })?;
             select_lines(&text, loc.path().as_relative(), start_line, args.end_line)
         })
     }
@@ -118,6 +128,75 @@ impl Project {
         let report = self.writer.write_file(&args.path, bytes, overwrite)?;
         Ok(WriteFileResult { path: report.path, size: report.size, sha256: report.sha256 })
     }
+}
+
+/// Largest image read_file shows (4 MiB; about 5.3 MiB as base64, under
+/// what model APIs take per image).
+pub const IMAGE_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The MIME type of an image read_file shows, from the file's first bytes
+/// (its name says nothing reliable): PNG, JPEG, GIF or WebP.
+fn image_type(file: &std::fs::File) -> Option<&'static str> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; 12];
+    let n = file.read_at(&mut head, 0).ok()?;
+    let head = &head[..n];
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() == 12 && head.starts_with(b"RIFF") && &head[8..] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// A whole image of at most [`IMAGE_MAX_BYTES`], for the model to see.
+fn read_image(
+    file: &std::fs::File,
+    size: u64,
+    loc: &Location<'_>,
+    mime_type: &'static str,
+    deadline: &Deadline,
+) -> Result<ReadFileResult, FsError> {
+    use std::io::Read;
+    let too_large = |size: u64| {
+        FsError::new(
+            ErrorCode::ReadLimitExceeded,
+            format!(
+                "{loc} is a {mime_type} image of {size} bytes; read_file shows images up to {IMAGE_MAX_BYTES} bytes. Move it with file_link (over HTTP)."
+            ),
+        )
+    };
+    if size > IMAGE_MAX_BYTES {
+        return Err(too_large(size));
+    }
+    deadline.check().map_err(|_| deadline.error(loc))?;
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // The file may grow while it is read: never past the cap.
+    file.take(IMAGE_MAX_BYTES + 1).read_to_end(&mut data).map_err(|e| {
+        FsError::new(ErrorCode::InternalError, "the image could not be read.")
+            .with_detail(e.to_string())
+    })?;
+    if data.len() as u64 > IMAGE_MAX_BYTES {
+        return Err(too_large(data.len() as u64));
+    }
+    Ok(ReadFileResult {
+        path: loc.path().as_relative(),
+        start_line: 1,
+        end_line: 0,
+        total_lines: 0,
+        truncated: false,
+        content: String::new(),
+        image: Some(ImageInfo {
+            mime_type: mime_type.to_owned(),
+            size: data.len() as u64,
+            data: base64::engine::general_purpose::STANDARD.encode(&data),
+        }),
+    })
 }
 
 /// Lines `start..=end` of `text` (from 1; `end` past the last line means
@@ -157,7 +236,15 @@ fn select_lines(
         chars += n;
         end += 1;
     }
-    Ok(ReadFileResult { path, start_line, end_line: end, total_lines, truncated, content })
+    Ok(ReadFileResult {
+        path,
+        start_line,
+        end_line: end,
+        total_lines,
+        truncated,
+        content,
+        image: None,
+    })
 }
 
 /// Arguments of read_file.
@@ -191,6 +278,24 @@ pub struct ReadFileResult {
     pub truncated: bool,
     /// The lines, original line endings kept, without line numbers.
     pub content: String,
+    /// For an image (PNG, JPEG, GIF or WebP, recognised by its content):
+    /// its type and size; the image itself follows as the call's image
+    /// content, and `content` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageInfo>,
+}
+
+/// An image read_file shows.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ImageInfo {
+    /// image/png, image/jpeg, image/gif or image/webp.
+    pub mime_type: String,
+    /// Bytes.
+    pub size: u64,
+    /// The image as base64: the image content, not part of the structured
+    /// result.
+    #[serde(skip)]
+    pub data: String,
 }
 
 impl Reported for ReadFileResult {

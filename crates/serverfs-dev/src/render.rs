@@ -20,6 +20,14 @@ use crate::project::{ReadFileResult, WriteFileResult};
 impl ToText for ReadFileResult {
     fn to_text(&self, workdir: Option<&str>, out: &mut String) {
         let path = shown_path(workdir, &self.path);
+        if let Some(image) = &self.image {
+            let _ = writeln!(
+                out,
+                "{path}: {} image, {} bytes (shown below)",
+                image.mime_type, image.size
+            );
+            return;
+        }
         if self.end_line < self.start_line {
             let _ = writeln!(out, "{path}: no lines ({} lines in the file)", self.total_lines);
             return;
@@ -35,6 +43,9 @@ impl ToText for ReadFileResult {
         }
         out.push('\n');
         out.push_str(&self.content);
+    }
+    fn image(&self) -> Option<(String, String)> {
+        self.image.as_ref().map(|i| (i.data.clone(), i.mime_type.clone()))
     }
 }
 
@@ -206,6 +217,7 @@ mod tests {
             total_lines: 9,
             truncated: true,
             content: "c\nd\n".into(),
+            image: None,
         };
         assert_eq!(
             text(&r),

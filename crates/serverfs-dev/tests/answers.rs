@@ -127,3 +127,52 @@ async fn the_text_is_for_a_model_or_the_json_when_asked() {
     }
     client.cancel().await.unwrap();
 }
+
+/// A 1×1 PNG.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\x0f\0\0\x01\x01\x01\0\x18\xdd\x8d\xb0\0\0\0\0IEND\xaeB`\x82";
+
+#[tokio::test]
+async fn read_file_shows_images_by_content_and_refuses_other_binaries() {
+    use base64::Engine;
+    let p = Project::new();
+    std::fs::write(p.path("shot.dat"), PNG).unwrap(); // the name says nothing
+    std::fs::write(p.path("anim.gif"), b"GIF89a\x01\0\x01\0\0\0\0;").unwrap();
+    std::fs::write(p.path("fake.png"), b"not an image\0\0").unwrap();
+    let mut big = PNG.to_vec();
+    big.resize(4 * 1024 * 1024 + 1, 0);
+    std::fs::write(p.path("big.png"), big).unwrap();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let read = |path: &str| {
+        let args = json!({"path": path}).as_object().unwrap().clone();
+        client.call_tool(CallToolRequestParams::new("read_file").with_arguments(args))
+    };
+
+    for (path, bytes, mime) in [
+        ("shot.dat", PNG.to_vec(), "image/png"),
+        ("anim.gif", std::fs::read(p.path("anim.gif")).unwrap(), "image/gif"),
+    ] {
+        let result = read(path).await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        let content = serde_json::to_value(&result.content).unwrap();
+        assert_eq!(content[0]["type"], "text", "{content}");
+        let text = content[0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(&format!("{path}: {mime} image, {} bytes", bytes.len())),
+            "{text}"
+        );
+        assert_eq!(content[1]["type"], "image", "{content}");
+        assert_eq!(content[1]["mimeType"], mime);
+        let data = content[1]["data"].as_str().unwrap();
+        assert_eq!(base64::engine::general_purpose::STANDARD.decode(data).unwrap(), bytes);
+        let structured = result.structured_content.unwrap();
+        assert_eq!(structured["image"], json!({"mime_type": mime, "size": bytes.len()}));
+        assert_eq!(structured["content"], "");
+    }
+    // A name that claims an image is not enough; over the cap is refused.
+    let (is_error, _, text) = answer(&client, "read_file", json!({"path": "fake.png"})).await;
+    assert!(is_error && text.starts_with("BINARY_FILE: ") && text.contains("file_link"), "{text}");
+    let (is_error, _, text) = answer(&client, "read_file", json!({"path": "big.png"})).await;
+    assert!(is_error && text.starts_with("READ_LIMIT_EXCEEDED: ") && text.contains("file_link"));
+    client.cancel().await.unwrap();
+}

@@ -55,21 +55,18 @@ pub trait ToText {
     /// paths are relative to, when the server has several (serverfs-mcp);
     /// paths are then shown as `workdir:/path`.
     fn to_text(&self, workdir: Option<&str>, out: &mut String);
+
+    /// An image the answer shows after its text (base64 data, MIME type):
+    /// none but for a read of an image (serverfs-dev).
+    fn image(&self) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// The result of one successful tool call: `structuredContent` and its
 /// text, plus any further content blocks (an image).
 #[derive(Debug)]
 pub struct Answer(CallToolResult);
-
-impl Answer {
-    /// Adds a content block after the text (e.g. an image).
-    #[must_use]
-    pub fn with_content(mut self, block: ContentBlock) -> Self {
-        self.0.content.push(block);
-        self
-    }
-}
 
 impl IntoCallToolResult for Answer {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
@@ -99,6 +96,9 @@ impl TextOutput {
         };
         let mut result = CallToolResult::structured(structured);
         result.content = vec![ContentBlock::text(text)];
+        if let Some((data, mime_type)) = value.image() {
+            result.content.push(ContentBlock::image(data, mime_type));
+        }
         Ok(Answer(result))
     }
 }

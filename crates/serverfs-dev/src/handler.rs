@@ -26,8 +26,8 @@ use serverfs_exec::Owner;
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
-    ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
-    input_schema, output_schema, publish_configured_maxima,
+    ReadTextFileResult, SearchTextArgs, SearchTextResult, input_schema, output_schema,
+    publish_configured_maxima,
 };
 use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Reported, Runner, ToText};
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,9 @@ use crate::commands::{
 };
 use crate::links::{FileLinkArgs, FileLinkResult, Links};
 use crate::patching::{ApplyPatchArgs, ApplyPatchResult};
-use crate::project::{Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult};
+use crate::project::{
+    Project, ReadFileArgs, ReadFileResult, StatArgs, StatResult, WriteFileArgs, WriteFileResult,
+};
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS dev gives you one project directory to work in. \
@@ -220,21 +222,23 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name.",
-        input_schema = input_schema::<StatFileArgs>(),
-        output_schema = output_schema::<StatFileResult>(),
+        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name (text/plain for UTF-8 text whose name says nothing). sha256: true also gives the SHA-256 of a file of up to 256 KiB.",
+        input_schema = input_schema::<StatArgs>(),
+        output_schema = output_schema::<StatResult>(),
         title = "Stat file",
     )]
-    async fn stat_file(&self, args: Args<StatFileArgs>, ct: CancellationToken) -> ToolResult {
+    async fn stat_file(&self, args: Args<StatArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("stat_file")?;
-        let path = args.path.clone();
+        let path = args.stat.path.clone();
+        if args.sha256 == Some(true) {
+            // Reads the file: a read, on the blocking pool.
+            return self
+                .on(CallClass::Read, "stat_file", path, ct, move |p, d| p.stat(&args, d))
+                .await;
+        }
         // A few metadata syscalls: run where the request arrived.
         let call = CallLog { tool: "stat_file", workdir: None, path: Some(path) };
-        self.runner
-            .run_quick_tool(CallClass::Lookup, call, ct, move |p, _| {
-                p.at(&args.path, |tools, root, loc| tools.stat_file(root, loc))
-            })
-            .await
+        self.runner.run_quick_tool(CallClass::Lookup, call, ct, move |p, d| p.stat(&args, d)).await
     }
 
     #[tool(

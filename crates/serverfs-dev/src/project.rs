@@ -14,6 +14,7 @@ use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serverfs_core::{Deadline, ErrorCode, FsError, Location, Root, text};
+use serverfs_tools::schema::{StatFileArgs, StatFileResult};
 use serverfs_tools::{ReadTools, Reported};
 use serverfs_write::Writer;
 
@@ -97,6 +98,63 @@ impl Project {
                 })?;
             select_lines(&text, loc.path().as_relative(), start_line, args.end_line)
         })
+    }
+
+    /// stat_file, and with `sha256` the file's SHA-256: a regular file of
+    /// at most `max_file_bytes`, read within the call's deadline.
+    pub fn stat(&self, args: &StatArgs, deadline: &Deadline) -> Result<StatResult, FsError> {
+        self.at(&args.stat.path, |tools, root, loc| {
+            let stat = tools.stat_file(root, loc)?;
+            let sha256 = match args.sha256 {
+                Some(true) => Some(self.sha256(root, loc, deadline)?),
+                _ => None,
+            };
+            Ok(StatResult { stat, sha256 })
+        })
+    }
+
+    /// The SHA-256 of the file at `loc`, hex.
+    fn sha256(
+        &self,
+        root: &Root,
+        loc: &Location<'_>,
+        deadline: &Deadline,
+    ) -> Result<String, FsError> {
+        use sha2::Digest;
+        use std::os::unix::fs::FileExt;
+        let (file, meta) = root.open_file(loc)?;
+        let too_large = |size: u64| {
+            FsError::new(
+                ErrorCode::ReadLimitExceeded,
+                format!(
+                    "{loc} is {size} bytes; sha256 is computed for files of at most {} bytes.",
+                    self.max_file_bytes
+                ),
+            )
+        };
+        if meta.size > self.max_file_bytes {
+            return Err(too_large(meta.size));
+        }
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut read = 0u64;
+        loop {
+            deadline.check().map_err(|_| deadline.error(loc))?;
+            let n = file.read_at(&mut buf, read).map_err(|e| {
+                FsError::new(ErrorCode::InternalError, "the file could not be read.")
+                    .with_detail(e.to_string())
+            })?;
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+            // A file that grows while it is read: never past the cap.
+            if read > self.max_file_bytes {
+                return Err(too_large(read));
+            }
+            hasher.update(&buf[..n]);
+        }
+        Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// write_file: creates (`create`) or creates-or-replaces (`overwrite`,
@@ -246,6 +304,31 @@ fn select_lines(
         image: None,
     })
 }
+
+/// Arguments of serverfs-dev's stat_file: the shared tool's, and the
+/// hash (serverfs-mcp stays without it).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StatArgs {
+    /// The shared tool's arguments.
+    #[serde(flatten)]
+    pub stat: StatFileArgs,
+    /// Also give the file's SHA-256 (regular files up to 256 KiB).
+    #[serde(default)]
+    pub sha256: Option<bool>,
+}
+
+/// serverfs-dev's stat_file result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatResult {
+    /// The shared tool's result.
+    #[serde(flatten)]
+    pub stat: StatFileResult,
+    /// SHA-256 of the file's bytes, hex, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Reported for StatResult {}
 
 /// Arguments of read_file.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -15,7 +15,7 @@ use crate::commands::{
 };
 use crate::links::FileLinkResult;
 use crate::patching::ApplyPatchResult;
-use crate::project::{ReadFileResult, WriteFileResult};
+use crate::project::{ReadFileResult, StatResult, WriteFileResult};
 
 impl ToText for ReadFileResult {
     fn to_text(&self, workdir: Option<&str>, out: &mut String) {
@@ -46,6 +46,15 @@ impl ToText for ReadFileResult {
     }
     fn image(&self) -> Option<(String, String)> {
         self.image.as_ref().map(|i| (i.data.clone(), i.mime_type.clone()))
+    }
+}
+
+impl ToText for StatResult {
+    fn to_text(&self, workdir: Option<&str>, out: &mut String) {
+        self.stat.to_text(workdir, out);
+        if let Some(sha256) = &self.sha256 {
+            let _ = writeln!(out, "sha256: {sha256}");
+        }
     }
 }
 

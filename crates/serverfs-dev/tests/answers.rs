@@ -176,3 +176,34 @@ async fn read_file_shows_images_by_content_and_refuses_other_binaries() {
     assert!(is_error && text.starts_with("READ_LIMIT_EXCEEDED: ") && text.contains("file_link"));
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn stat_file_gives_a_sha256_when_asked() {
+    let p = Project::new();
+    std::fs::write(p.path("big.bin"), vec![7u8; 262_145]).unwrap();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let args = json!({"path": "src/lib.rs", "sha256": true});
+    let (is_error, structured, text) = answer(&client, "stat_file", args).await;
+    assert!(!is_error, "{text}");
+    // sha256sum of "fn one() -> u32 {\n    1\n}\n"
+    let expected = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(p.read("src/lib.rs").as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    assert_eq!(structured["sha256"], expected.as_str());
+    assert!(text.ends_with(&format!("sha256: {expected}\n")), "{text}");
+    // Not asked (absent, null, false): no hash.
+    for args in [json!({"path": "src/lib.rs"}), json!({"path": "src/lib.rs", "sha256": false})] {
+        let (_, structured, _) = answer(&client, "stat_file", args).await;
+        assert!(structured.get("sha256").is_none(), "{structured}");
+    }
+    let (is_error, _, text) =
+        answer(&client, "stat_file", json!({"path": "src", "sha256": true})).await;
+    assert!(is_error && text.starts_with("NOT_A_FILE: "), "{text}");
+    let (is_error, _, text) =
+        answer(&client, "stat_file", json!({"path": "big.bin", "sha256": true})).await;
+    assert!(is_error && text.starts_with("READ_LIMIT_EXCEEDED: "), "{text}");
+    client.cancel().await.unwrap();
+}

@@ -332,5 +332,10 @@ async fn resource_text_without_a_known_type_is_plain_text() {
         assert!(!is_error, "{stat}");
         assert_eq!(stat["mime_type"], mime, "{path}");
     }
+    // serverfs-mcp stays text-only: no hashes (serverfs-dev has them).
+    let (is_error, text) =
+        call(&client, "stat_file", json!({"workdir": "test", "path": "NOTES", "sha256": true}))
+            .await;
+    assert!(is_error && text.as_str().unwrap().starts_with("INVALID_ARGUMENT: sha256:"), "{text}");
     client.cancel().await.unwrap();
 }

@@ -90,6 +90,8 @@ pub enum SessionOwner {
 struct CallOwner {
     owner: Owner,
     may_list: bool,
+    /// Who called, for the audit line.
+    principal: String,
 }
 
 impl SessionOwner {
@@ -103,7 +105,7 @@ impl SessionOwner {
             (Self::Http, Some(Principal::Token)) => ("token".to_owned(), true),
             (Self::Http, None) => ("anonymous".to_owned(), false),
         };
-        CallOwner { owner: Owner::new(name), may_list }
+        CallOwner { owner: Owner::new(name.clone()), may_list, principal: name }
     }
 }
 
@@ -303,8 +305,12 @@ impl DevServer {
             report
         });
         let ct = &context.ct;
+        let (started, command) = (std::time::Instant::now(), args.command.clone());
         let work = self.commands.bash(self.project.root(), args, ct, progress);
-        self.runner.answer(logged(call, ct, work).await)
+        let outcome = logged(call, ct, work).await;
+        let who = self.owner.of(&context.extensions).principal;
+        self.commands.audit(&who, "bash", &command, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(
@@ -340,9 +346,11 @@ impl DevServer {
     ) -> ToolResult {
         let args = args.accept("shell_write")?;
         let call = CallLog { tool: "shell_write", workdir: None, path: None };
-        let owner = self.owner.of(&extensions).owner;
-        let work = self.commands.shell_write(&owner, &args);
-        self.runner.answer(logged(call, &ct, work).await)
+        let caller = self.owner.of(&extensions);
+        let started = std::time::Instant::now();
+        let outcome = logged(call, &ct, self.commands.shell_write(&caller.owner, &args)).await;
+        self.commands.audit(&caller.principal, "shell_write", &args.input, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(

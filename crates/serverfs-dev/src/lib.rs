@@ -80,7 +80,9 @@ pub fn run() -> ExitCode {
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
         let policy = config.command_policy;
-        let commands = Arc::new(Commands::new(supervisor, policy, config.max_concurrent_commands));
+        let commands = Commands::new(supervisor, policy, config.max_concurrent_commands)
+            .with_audit_text(config.audit_command_text);
+        let commands = Arc::new(commands);
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);

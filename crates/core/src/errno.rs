@@ -46,7 +46,7 @@ pub fn errno_error(e: Errno, shown: &(impl fmt::Display + ?Sized)) -> FsError {
             ),
         ),
         Errno::XDEV => {
-            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{shown} leaves the workdir."))
+            FsError::new(ErrorCode::PathOutsideWorkdir, format!("{shown} leaves the root."))
         }
         Errno::NXIO | Errno::NODEV | Errno::OPNOTSUPP => FsError::new(
             ErrorCode::UnsupportedFileType,

@@ -29,7 +29,7 @@ impl RelPath {
         let shown = || format!("{alias}:/{}", printable(raw));
         let drive_form = || {
             FsError::invalid(format!(
-                "{} looks like a Windows drive path; paths are relative to the workdir.",
+                "{} looks like a Windows drive path; paths are relative to {alias}:/.",
                 shown()
             ))
         };
@@ -38,7 +38,7 @@ impl RelPath {
         }
         if raw.contains('\\') {
             return Err(FsError::invalid(format!(
-                "{} uses a backslash; paths are '/'-separated and relative to the workdir.",
+                "{} uses a backslash; paths are '/'-separated and relative to {alias}:/.",
                 shown()
             )));
         }
@@ -51,9 +51,7 @@ impl RelPath {
         if raw.starts_with('/') {
             return Err(FsError::new(
                 ErrorCode::PathOutsideWorkdir,
-                format!(
-                    "absolute paths are not accepted; give a path relative to workdir '{alias}'."
-                ),
+                format!("absolute paths are not accepted; give a path relative to {alias}:/."),
             ));
         }
         let mut components: Vec<String> = Vec::new();
@@ -64,7 +62,7 @@ impl RelPath {
                     if components.pop().is_none() {
                         return Err(FsError::new(
                             ErrorCode::PathOutsideWorkdir,
-                            format!("{} leaves the workdir.", shown()),
+                            format!("{} leaves {alias}:/.", shown()),
                         ));
                     }
                 }

@@ -156,13 +156,16 @@ impl Policy {
     pub fn enforce(&self, alias: &str, path: &RelPath) -> Result<(), FsError> {
         match self.check(path) {
             None => Ok(()),
-            Some(Refusal::Denied) => Err(FsError::new(
-                ErrorCode::DeniedPath,
-                format!(
-                    "{alias}:/{} matches a credential deny rule and is never served.",
-                    path.as_relative()
-                ),
-            )),
+            Some(Refusal::Denied) => {
+                let shown = path.as_relative();
+                // `.git` is denied where it is work, not secret (serverfs-dev).
+                let why = if shown.split('/').any(|c| c == ".git") {
+                    "is inside .git, whose internals the file tools never touch (use git itself)"
+                } else {
+                    "matches a deny rule (credential files and the like) and is never served"
+                };
+                Err(FsError::new(ErrorCode::DeniedPath, format!("{alias}:/{shown} {why}.")))
+            }
             Some(Refusal::Hidden) => Err(FsError::new(
                 ErrorCode::HiddenPathNotAllowed,
                 format!("{alias}:/{} is hidden; hidden paths are not served.", path.as_relative()),

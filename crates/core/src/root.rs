@@ -542,12 +542,12 @@ fn failure_error(f: Failure, shown: &dyn fmt::Display) -> FsError {
         Failure::Errno(e) => errno_error(e, shown),
         Failure::LinkEscapes => FsError::new(
             ErrorCode::PathOutsideWorkdir,
-            format!("{shown} leads through a symbolic link outside the workdir."),
+            format!("{shown} leads through a symbolic link outside the root."),
         ),
         Failure::AbsoluteLink => FsError::new(
             ErrorCode::SymlinkNotAllowed,
             format!(
-                "{shown} leads through a symbolic link with an absolute target; only relative links that stay inside the workdir are followed."
+                "{shown} leads through a symbolic link with an absolute target; only relative links that stay inside the root are followed."
             ),
         ),
         Failure::UnnameableLink => FsError::new(
@@ -559,7 +559,7 @@ fn failure_error(f: Failure, shown: &dyn fmt::Display) -> FsError {
         Failure::LinkRefused(Refusal::Denied) => FsError::new(
             ErrorCode::DeniedPath,
             format!(
-                "{shown} leads through a symbolic link to a path that matches a credential deny rule; it is never served."
+                "{shown} leads through a symbolic link to a path that matches a deny rule; it is never served."
             ),
         ),
         Failure::LinkRefused(Refusal::Hidden) => FsError::new(

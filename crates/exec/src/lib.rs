@@ -86,6 +86,7 @@ server then inherits the tree and kills it.
 mod capped;
 mod limit;
 mod policy;
+mod render;
 mod run;
 mod sandbox;
 mod session;

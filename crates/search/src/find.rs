@@ -41,6 +41,14 @@ pub struct FoundEntry {
     pub kind: EntryKind,
 }
 
+/// One path per line, a directory marked with `/`.
+impl serverfs_core::ToText for FoundEntry {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        serverfs_core::render::marked(out, &self.path, self.kind);
+        out.push('\n');
+    }
+}
+
 /// What find_files returns.
 pub type FindOutcome = Outcome<FoundEntry>;
 

@@ -80,6 +80,13 @@ pub struct TextMatch {
     pub text: String,
 }
 
+/// `path:line:text`, as grep prints it.
+impl serverfs_core::ToText for TextMatch {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        out.push_str(&format!("{}:{}:{}\n", self.path, self.line, self.text));
+    }
+}
+
 /// What search_text returns: files in walk order, lines ascending.
 pub type SearchOutcome = Outcome<TextMatch>;
 

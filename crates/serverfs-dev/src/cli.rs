@@ -121,6 +121,10 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
     sandbox_max_abi: Option<i32>,
 
+    /// Put the command text in the audit line of each bash call and shell_write (true), or leave it out (false).
+    #[arg(long, env = "SERVERFS_AUDIT_COMMAND_TEXT", default_value_t = true, action = clap::ArgAction::Set)]
+    audit_command_text: bool,
+
     #[command(flatten)]
     read: ReadSettings,
 
@@ -146,6 +150,8 @@ pub(crate) struct Config {
     pub(crate) concurrency: Concurrency,
     pub(crate) command_policy: serverfs_exec::Policy,
     pub(crate) max_concurrent_commands: usize,
+    /// Whether audit lines carry the command text.
+    pub(crate) audit_command_text: bool,
     pub(crate) http: HttpConfig,
     /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
@@ -209,6 +215,7 @@ impl Cli {
             concurrency,
             command_policy,
             max_concurrent_commands: self.max_concurrent_commands,
+            audit_command_text: self.audit_command_text,
             http,
             auth,
             links: self.links.config()?,

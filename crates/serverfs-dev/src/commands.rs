@@ -35,6 +35,8 @@ pub struct Commands {
     policy: Policy,
     env: ChildEnv,
     sandbox: Option<SandboxConfig>,
+    /// Whether audit lines carry the command text.
+    audit_text: bool,
 }
 
 impl Commands {
@@ -52,7 +54,36 @@ impl Commands {
         let mut cfg = SessionConfig::new(supervisor.clone());
         cfg.sandbox = sandbox.clone();
         let sessions = Sessions::new(cfg);
-        Self { supervisor, limiter, sessions, policy, env: ChildEnv::from_server(), sandbox }
+        let env = ChildEnv::from_server();
+        Self { supervisor, limiter, sessions, policy, env, sandbox, audit_text: true }
+    }
+
+    /// Leaves the command text out of audit lines when `with_text` is false.
+    #[must_use]
+    pub fn with_audit_text(mut self, with_text: bool) -> Self {
+        self.audit_text = with_text;
+        self
+    }
+
+    /// The audit trail: one INFO `command` line per bash call or input
+    /// written to a session, with who ran it, the command text (unless
+    /// left out), how it ended (exit status, or the refusal's code) and
+    /// how long the call took.
+    pub fn audit(
+        &self,
+        principal: &str,
+        tool: &str,
+        command: &str,
+        outcome: &Result<impl Audited, FsError>,
+        started: Instant,
+    ) {
+        let status = match outcome {
+            Ok(done) => done.status(),
+            Err(e) => e.code().as_str().to_owned(),
+        };
+        let command = self.audit_text.then(|| command.chars().take(4096).collect::<String>());
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(event = "command", principal, tool, command, status, duration_ms);
     }
 
     /// Runs `args.command` in its workdir (located in `root`).
@@ -128,6 +159,29 @@ impl Commands {
     /// Closes every session (at shutdown).
     pub async fn close_all(&self) {
         self.sessions.close_all().await;
+    }
+}
+
+/// How a command call ended, for its audit line.
+pub trait Audited {
+    /// `exit 0`, `SIGKILL`, `timed out`, `written`.
+    fn status(&self) -> String;
+}
+
+impl Audited for Outcome {
+    fn status(&self) -> String {
+        match (self.exit_code, &self.signal, self.timed_out) {
+            (_, _, true) => "timed out".to_owned(),
+            (Some(code), _, _) => format!("exit {code}"),
+            (None, Some(signal), _) => signal.clone(),
+            (None, None, _) => "ended".to_owned(),
+        }
+    }
+}
+
+impl Audited for ShellWritten {
+    fn status(&self) -> String {
+        "written".to_owned()
     }
 }
 

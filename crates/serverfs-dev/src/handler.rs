@@ -21,17 +21,18 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde::Serialize;
 use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
 use serverfs_exec::{Outcome, Owner, ReadOutput, SessionInfo};
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
-    ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
-    input_schema, output_schema, publish_configured_maxima,
+    ReadTextFileResult, SearchTextArgs, SearchTextResult, input_schema, output_schema,
+    publish_configured_maxima,
 };
-use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Reported, Runner};
+use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Reported, Runner, ToText};
 use serverfs_transfer::{FileLinkArgs, FileLinkResult, Links};
 use serverfs_write::PatchReport;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +42,8 @@ use crate::commands::{
     ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
 };
 use crate::project::{
-    ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, WriteFileArgs, WriteFileResult,
+    ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, StatArgs, StatResult, WriteFileArgs,
+    WriteFileResult,
 };
 
 /// What the server tells every client about itself.
@@ -81,6 +83,8 @@ pub enum SessionOwner {
 struct CallOwner {
     owner: Owner,
     may_list: bool,
+    /// Who called, for the audit line.
+    principal: String,
 }
 
 impl SessionOwner {
@@ -94,11 +98,11 @@ impl SessionOwner {
             (Self::Http, Some(Principal::Token)) => ("token".to_owned(), true),
             (Self::Http, None) => ("anonymous".to_owned(), false),
         };
-        CallOwner { owner: Owner::new(name), may_list }
+        CallOwner { owner: Owner::new(name.clone()), may_list, principal: name }
     }
 }
 
-type ToolResult<T> = Result<Json<T>, String>;
+type ToolResult = Result<Answer, String>;
 
 impl DevServer {
     /// Serves `project` and `commands` to clients that are `owner`,
@@ -111,7 +115,9 @@ impl DevServer {
     ) -> Self {
         let tool_router = Self::router(&project, false);
         let call_timeout = project.tools().call_timeout();
-        let runner = Runner::new(Arc::clone(&project), call_timeout, concurrency);
+        let text_output = project.tools().limits().text_output;
+        let runner = Runner::new(Arc::clone(&project), call_timeout, concurrency)
+            .with_text_output(text_output);
         Self {
             project,
             runner: Arc::new(runner),
@@ -158,7 +164,7 @@ impl DevServer {
         &self,
         args: Args<ListDirectoryArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ListDirectoryResult> {
+    ) -> ToolResult {
         let args = args.accept("list_directory")?;
         let path = args.path.clone();
         self.on(CallClass::Lookup, "list_directory", path, ct, move |p, deadline| {
@@ -173,11 +179,7 @@ impl DevServer {
         output_schema = output_schema::<FindFilesResult>(),
         title = "Find files",
     )]
-    async fn find_files(
-        &self,
-        args: Args<FindFilesArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<FindFilesResult> {
+    async fn find_files(&self, args: Args<FindFilesArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("find_files")?;
         let path = args.path.clone();
         self.on(CallClass::Search, "find_files", path, ct, move |p, deadline| {
@@ -192,11 +194,7 @@ impl DevServer {
         output_schema = output_schema::<SearchTextResult>(),
         title = "Search text",
     )]
-    async fn search_text(
-        &self,
-        args: Args<SearchTextArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<SearchTextResult> {
+    async fn search_text(&self, args: Args<SearchTextArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("search_text")?;
         let path = args.path.clone();
         self.on(CallClass::Search, "search_text", path, ct, move |p, deadline| {
@@ -215,7 +213,7 @@ impl DevServer {
         &self,
         args: Args<ReadTextFileArgs>,
         ct: CancellationToken,
-    ) -> ToolResult<ReadTextFileResult> {
+    ) -> ToolResult {
         let args = args.accept("read_text_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "read_text_file", path, ct, move |p, deadline| {
@@ -225,38 +223,32 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name.",
-        input_schema = input_schema::<StatFileArgs>(),
-        output_schema = output_schema::<StatFileResult>(),
+        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name (text/plain for UTF-8 text whose name says nothing). sha256: true also gives the SHA-256 of a file of up to 256 KiB.",
+        input_schema = input_schema::<StatArgs>(),
+        output_schema = output_schema::<StatResult>(),
         title = "Stat file",
     )]
-    async fn stat_file(
-        &self,
-        args: Args<StatFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<StatFileResult> {
+    async fn stat_file(&self, args: Args<StatArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("stat_file")?;
-        let path = args.path.clone();
+        let path = args.stat.path.clone();
+        if args.sha256 == Some(true) {
+            // Reads the file: a read, on the blocking pool.
+            return self
+                .on(CallClass::Read, "stat_file", path, ct, move |p, d| p.stat(&args, d))
+                .await;
+        }
         // A few metadata syscalls: run where the request arrived.
         let call = CallLog { tool: "stat_file", workdir: None, path: Some(path) };
-        self.runner
-            .run_quick_tool(CallClass::Lookup, call, ct, move |p, _| {
-                p.at(&args.path, |tools, root, loc| tools.stat_file(root, loc))
-            })
-            .await
+        self.runner.run_quick_tool(CallClass::Lookup, call, ct, move |p, d| p.stat(&args, d)).await
     }
 
     #[tool(
-        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to 256 KiB; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch.",
+        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to 256 KiB; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch. A PNG, JPEG, GIF or WebP image (up to 4 MiB) is shown to you as an image instead; other binary files are BINARY_FILE (move them with file_link).",
         input_schema = input_schema::<ReadFileArgs>(),
         output_schema = output_schema::<ReadFileResult>(),
         title = "Read file",
     )]
-    async fn read_file(
-        &self,
-        args: Args<ReadFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<ReadFileResult> {
+    async fn read_file(&self, args: Args<ReadFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("read_file")?;
         let path = args.path.clone();
         self.on(CallClass::Read, "read_file", path, ct, move |p, deadline| {
@@ -275,11 +267,7 @@ impl DevServer {
         output_schema = output_schema::<WriteFileResult>(),
         title = "Write file",
     )]
-    async fn write_file(
-        &self,
-        args: Args<WriteFileArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<WriteFileResult> {
+    async fn write_file(&self, args: Args<WriteFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("write_file")?;
         let path = args.path.clone();
         self.on(CallClass::Write, "write_file", path, ct, move |p, _| p.write_file(args)).await
@@ -291,11 +279,7 @@ impl DevServer {
         output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",
     )]
-    async fn apply_patch(
-        &self,
-        args: Args<ApplyPatchArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<PatchReport> {
+    async fn apply_patch(&self, args: Args<ApplyPatchArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("apply_patch")?;
         self.on(CallClass::Write, "apply_patch", String::new(), ct, move |p, deadline| {
             p.writer().apply_patch(&args.patch, args.dry_run, deadline)
@@ -313,11 +297,7 @@ impl DevServer {
         output_schema = output_schema::<Outcome>(),
         title = "Run bash",
     )]
-    async fn bash(
-        &self,
-        args: Args<BashArgs>,
-        context: RequestContext<RoleServer>,
-    ) -> ToolResult<Outcome> {
+    async fn bash(&self, args: Args<BashArgs>, context: RequestContext<RoleServer>) -> ToolResult {
         let args = args.accept("bash")?;
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
         let progress = context.meta.get_progress_token().map(|token| {
@@ -332,8 +312,12 @@ impl DevServer {
             report
         });
         let ct = &context.ct;
+        let (started, command) = (std::time::Instant::now(), args.command.clone());
         let work = self.commands.bash(self.project.root(), args, ct, progress);
-        logged(call, ct, work).await.map(Json).map_err(|e| e.to_string())
+        let outcome = logged(call, ct, work).await;
+        let who = self.owner.of(&context.extensions).principal;
+        self.commands.audit(&who, "bash", &command, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(
@@ -347,12 +331,12 @@ impl DevServer {
         args: Args<ShellOpenArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellOpened> {
+    ) -> ToolResult {
         let args = args.accept("shell_open")?;
         let call = CallLog { tool: "shell_open", workdir: None, path: Some(args.workdir.clone()) };
         let owner = self.owner.of(&extensions).owner;
         let work = async { self.commands.shell_open(self.project.root(), &owner, &args.workdir) };
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -366,12 +350,14 @@ impl DevServer {
         args: Args<ShellWriteArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellWritten> {
+    ) -> ToolResult {
         let args = args.accept("shell_write")?;
         let call = CallLog { tool: "shell_write", workdir: None, path: None };
-        let owner = self.owner.of(&extensions).owner;
-        let work = self.commands.shell_write(&owner, &args);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        let caller = self.owner.of(&extensions);
+        let started = std::time::Instant::now();
+        let outcome = logged(call, &ct, self.commands.shell_write(&caller.owner, &args)).await;
+        self.commands.audit(&caller.principal, "shell_write", &args.input, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(
@@ -385,12 +371,12 @@ impl DevServer {
         args: Args<ShellReadArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ReadOutput> {
+    ) -> ToolResult {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_read(&owner, &args, &ct);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -404,12 +390,12 @@ impl DevServer {
         args: Args<ShellCloseArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<SessionInfo> {
+    ) -> ToolResult {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
         let owner = self.owner.of(&extensions).owner;
         let work = self.commands.shell_close(&owner, &args.session_id);
-        logged(call, &ct, work).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, work).await)
     }
 
     #[tool(
@@ -423,7 +409,7 @@ impl DevServer {
         args: Args<ShellListArgs>,
         ct: CancellationToken,
         extensions: rmcp::model::Extensions,
-    ) -> ToolResult<ShellList> {
+    ) -> ToolResult {
         args.accept("shell_list")?;
         let call = CallLog { tool: "shell_list", workdir: None, path: None };
         let caller = self.owner.of(&extensions);
@@ -432,7 +418,7 @@ impl DevServer {
         } else {
             ShellList { sessions: Vec::new() }
         };
-        logged(call, &ct, async { Ok(list) }).await.map(Json).map_err(|e| e.to_string())
+        self.runner.answer(logged(call, &ct, async { Ok(list) }).await)
     }
 }
 
@@ -445,11 +431,7 @@ impl DevServer {
         output_schema = output_schema::<FileLinkResult>(),
         title = "File transfer link",
     )]
-    async fn file_link(
-        &self,
-        args: Args<FileLinkArgs>,
-        ct: CancellationToken,
-    ) -> ToolResult<FileLinkResult> {
+    async fn file_link(&self, args: Args<FileLinkArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("file_link")?;
         let Some(links) = self.links.clone() else {
             return Err("INVALID_ARGUMENT: file_link is only available over HTTP.".to_owned());
@@ -470,9 +452,9 @@ impl DevServer {
         path: String,
         ct: CancellationToken,
         op: F,
-    ) -> ToolResult<T>
+    ) -> ToolResult
     where
-        T: Reported + Send + 'static,
+        T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&Project, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
         let call = CallLog { tool, workdir: None, path: Some(path) };

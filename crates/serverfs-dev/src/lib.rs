@@ -13,6 +13,7 @@ mod cli;
 pub mod commands;
 mod handler;
 pub mod project;
+mod render;
 
 pub use commands::Commands;
 pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
@@ -42,6 +43,7 @@ pub fn run() -> ExitCode {
     if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
         return config_error(&e);
     }
+    serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
     let config = match cli.config(&env) {
         Ok(config) => config,
@@ -74,7 +76,7 @@ pub fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let project = match open_project(&config) {
+    let project = match open_project(&config, if cli.stdio { "stdio" } else { "http" }) {
         Ok(project) => Arc::new(project),
         Err(e) => return config_error(&e),
     };
@@ -88,12 +90,10 @@ pub fn run() -> ExitCode {
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
         let policy = config.command_policy;
-        let commands = Arc::new(Commands::new(
-            supervisor,
-            policy,
-            config.max_concurrent_commands,
-            config.sandbox,
-        ));
+        let commands =
+            Commands::new(supervisor, policy, config.max_concurrent_commands, config.sandbox)
+                .with_audit_text(config.audit_command_text);
+        let commands = Arc::new(commands);
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
@@ -143,11 +143,11 @@ fn config_error(line: &str) -> ExitCode {
 /// Opens the root, settles what a crash left (logged), and builds the
 /// project. Errors name the setting, never a host path beyond the one the
 /// operator gave.
-fn open_project(config: &Config) -> Result<Project, String> {
+fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
     let options =
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
-    let root =
-        Root::open(&config.root, options).map_err(|e| format!("SERVERFS_ROOT (--root): {e}"))?;
+    let root = Root::open(&config.root, options)
+        .map_err(|e| format!("SERVERFS_ROOT (--root) {}: {e}", config.root.display()))?;
     prepare_state_dir(&config.root, &config.state_dir)?;
     let writer_config =
         WriterConfig::new(&config.root, &config.state_dir).max_file_bytes(config.max_file_bytes);
@@ -169,6 +169,8 @@ fn open_project(config: &Config) -> Result<Project, String> {
     }
     tracing::info!(
         event = "starting",
+        root = %config.root.display(),
+        transport,
         recovered = recovery.recovered.len(),
         resolver = ?writer.root().mode(),
         max_file_bytes = config.max_file_bytes,

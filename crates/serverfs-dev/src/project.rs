@@ -14,6 +14,7 @@ use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serverfs_core::{Deadline, ErrorCode, FsError, Location, Root, text};
+use serverfs_tools::schema::{StatFileArgs, StatFileResult};
 use serverfs_tools::{ReadTools, Reported};
 use serverfs_write::Writer;
 
@@ -84,9 +85,76 @@ impl Project {
         }
         self.at(&args.path, |_, root, loc| {
             let (file, meta) = root.open_file(loc)?;
-            let text = text::read_whole(&file, meta.size, loc, self.max_file_bytes, deadline)?;
+            if let Some(mime_type) = image_type(&file) {
+                return read_image(&file, meta.size, loc, mime_type, deadline);
+            }
+            let text = text::read_whole(&file, meta.size, loc, self.max_file_bytes, deadline)
+                .map_err(|e| match e.code() {
+                    ErrorCode::BinaryFile => FsError::new(
+                        ErrorCode::BinaryFile,
+                        format!("{} Move binary files with file_link (over HTTP).", e.message()),
+                    ),
+                    _ => e,
+                })?;
             select_lines(&text, loc.path().as_relative(), start_line, args.end_line)
         })
+    }
+
+    /// stat_file, and with `sha256` the file's SHA-256: a regular file of
+    /// at most `max_file_bytes`, read within the call's deadline.
+    pub fn stat(&self, args: &StatArgs, deadline: &Deadline) -> Result<StatResult, FsError> {
+        self.at(&args.stat.path, |tools, root, loc| {
+            let stat = tools.stat_file(root, loc)?;
+            let sha256 = match args.sha256 {
+                Some(true) => Some(self.sha256(root, loc, deadline)?),
+                _ => None,
+            };
+            Ok(StatResult { stat, sha256 })
+        })
+    }
+
+    /// The SHA-256 of the file at `loc`, hex.
+    fn sha256(
+        &self,
+        root: &Root,
+        loc: &Location<'_>,
+        deadline: &Deadline,
+    ) -> Result<String, FsError> {
+        use sha2::Digest;
+        use std::os::unix::fs::FileExt;
+        let (file, meta) = root.open_file(loc)?;
+        let too_large = |size: u64| {
+            FsError::new(
+                ErrorCode::ReadLimitExceeded,
+                format!(
+                    "{loc} is {size} bytes; sha256 is computed for files of at most {} bytes.",
+                    self.max_file_bytes
+                ),
+            )
+        };
+        if meta.size > self.max_file_bytes {
+            return Err(too_large(meta.size));
+        }
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut read = 0u64;
+        loop {
+            deadline.check().map_err(|_| deadline.error(loc))?;
+            let n = file.read_at(&mut buf, read).map_err(|e| {
+                FsError::new(ErrorCode::InternalError, "the file could not be read.")
+                    .with_detail(e.to_string())
+            })?;
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+            // A file that grows while it is read: never past the cap.
+            if read > self.max_file_bytes {
+                return Err(too_large(read));
+            }
+            hasher.update(&buf[..n]);
+        }
+        Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// write_file: creates (`create`) or creates-or-replaces (`overwrite`,
@@ -100,7 +168,7 @@ impl Project {
                 .map_err(|_| FsError::invalid("content_base64: not valid base64."))?,
             _ => {
                 return Err(FsError::invalid(
-                    "content, content_base64: give exactly one of content (text) and content_base64 (bytes).",
+                    "content, content_base64: give exactly one (content for text, content_base64 for bytes; null for the other).",
                 ));
             }
         };
@@ -118,6 +186,75 @@ impl Project {
         let report = self.writer.write_file(&args.path, bytes, overwrite)?;
         Ok(WriteFileResult { path: report.path, size: report.size, sha256: report.sha256 })
     }
+}
+
+/// Largest image read_file shows (4 MiB; about 5.3 MiB as base64, under
+/// what model APIs take per image).
+pub const IMAGE_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The MIME type of an image read_file shows, from the file's first bytes
+/// (its name says nothing reliable): PNG, JPEG, GIF or WebP.
+fn image_type(file: &std::fs::File) -> Option<&'static str> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; 12];
+    let n = file.read_at(&mut head, 0).ok()?;
+    let head = &head[..n];
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() == 12 && head.starts_with(b"RIFF") && &head[8..] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// A whole image of at most [`IMAGE_MAX_BYTES`], for the model to see.
+fn read_image(
+    file: &std::fs::File,
+    size: u64,
+    loc: &Location<'_>,
+    mime_type: &'static str,
+    deadline: &Deadline,
+) -> Result<ReadFileResult, FsError> {
+    use std::io::Read;
+    let too_large = |size: u64| {
+        FsError::new(
+            ErrorCode::ReadLimitExceeded,
+            format!(
+                "{loc} is a {mime_type} image of {size} bytes; read_file shows images up to {IMAGE_MAX_BYTES} bytes. Move it with file_link (over HTTP)."
+            ),
+        )
+    };
+    if size > IMAGE_MAX_BYTES {
+        return Err(too_large(size));
+    }
+    deadline.check().map_err(|_| deadline.error(loc))?;
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // The file may grow while it is read: never past the cap.
+    file.take(IMAGE_MAX_BYTES + 1).read_to_end(&mut data).map_err(|e| {
+        FsError::new(ErrorCode::InternalError, "the image could not be read.")
+            .with_detail(e.to_string())
+    })?;
+    if data.len() as u64 > IMAGE_MAX_BYTES {
+        return Err(too_large(data.len() as u64));
+    }
+    Ok(ReadFileResult {
+        path: loc.path().as_relative(),
+        start_line: 1,
+        end_line: 0,
+        total_lines: 0,
+        truncated: false,
+        content: String::new(),
+        image: Some(ImageInfo {
+            mime_type: mime_type.to_owned(),
+            size: data.len() as u64,
+            data: base64::engine::general_purpose::STANDARD.encode(&data),
+        }),
+    })
 }
 
 /// Lines `start..=end` of `text` (from 1; `end` past the last line means
@@ -164,8 +301,41 @@ fn select_lines(
         chars += n;
         end += 1;
     }
-    Ok(ReadFileResult { path, start_line, end_line: end, total_lines, truncated, content })
+    Ok(ReadFileResult {
+        path,
+        start_line,
+        end_line: end,
+        total_lines,
+        truncated,
+        content,
+        image: None,
+    })
 }
+
+/// Arguments of serverfs-dev's stat_file: the shared tool's, and the
+/// hash (serverfs-mcp stays without it).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StatArgs {
+    /// The shared tool's arguments.
+    #[serde(flatten)]
+    pub stat: StatFileArgs,
+    /// Also give the file's SHA-256 (regular files up to 256 KiB).
+    #[serde(default)]
+    pub sha256: Option<bool>,
+}
+
+/// serverfs-dev's stat_file result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatResult {
+    /// The shared tool's result.
+    #[serde(flatten)]
+    pub stat: StatFileResult,
+    /// SHA-256 of the file's bytes, hex, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Reported for StatResult {}
 
 /// Arguments of read_file.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -198,6 +368,24 @@ pub struct ReadFileResult {
     pub truncated: bool,
     /// The lines, original line endings kept, without line numbers.
     pub content: String,
+    /// For an image (PNG, JPEG, GIF or WebP, recognised by its content):
+    /// its type and size; the image itself follows as the call's image
+    /// content, and `content` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageInfo>,
+}
+
+/// An image read_file shows.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ImageInfo {
+    /// image/png, image/jpeg, image/gif or image/webp.
+    pub mime_type: String,
+    /// Bytes.
+    pub size: u64,
+    /// The image as base64: the image content, not part of the structured
+    /// result.
+    #[serde(skip)]
+    pub data: String,
 }
 
 impl Reported for ReadFileResult {

@@ -82,6 +82,17 @@ async fn write_file_modes_and_content_forms() {
     assert_eq!(mode, 0o750);
     ok(&client, "write_file", json!({"path": "bin.dat", "content_base64": "AAEC/w=="})).await;
     assert_eq!(std::fs::read(p.path("bin.dat")).unwrap(), [0, 1, 2, 255]);
+    // A strict client sends null for the one it does not use (SPEC §3.2).
+    let strict = json!({"path": "n.txt", "content": "t", "content_base64": null, "mode": null});
+    ok(&client, "write_file", strict).await;
+    assert_eq!(p.read("n.txt"), "t");
+    let both = json!({"path": "x", "content": "a", "content_base64": "YQ=="});
+    let (is_error, text) = call(&client, "write_file", both).await;
+    assert!(is_error);
+    assert!(
+        text.as_str().unwrap().starts_with("INVALID_ARGUMENT: content, content_base64: "),
+        "{text}"
+    );
     for bad in [
         json!({"path": "x", "content": "a", "content_base64": "YQ=="}),
         json!({"path": "x"}),

@@ -98,6 +98,14 @@ impl Config {
                 self.http.listen
             ));
         }
+        // Warned, not refused: Compose listens on 0.0.0.0 inside an
+        // internal network that only the tunnel reaches, without a token.
+        if !self.http.listen.ip().is_loopback() && self.http.auth.is_none() {
+            warnings.push(format!(
+                "listening on {} without a token: anyone who can reach this address can read every workdir; set SERVERFS_TOKEN or SERVERFS_TOKEN_FILE (--token-file), or listen on loopback with SERVERFS_LISTEN (--listen)",
+                self.http.listen
+            ));
+        }
         warnings
     }
 }

@@ -18,7 +18,7 @@ use rmcp::model::{
     ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serverfs_core::{ErrorCode, FsError};
 
 use tokio_util::sync::CancellationToken;
@@ -30,7 +30,7 @@ use serverfs_tools::schema::{
     ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
     input_schema, output_schema, publish_configured_maxima,
 };
-use serverfs_tools::{Args, CallClass, CallLog, Concurrency, Limits, ReadTools, Runner};
+use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Limits, ReadTools, Runner};
 
 use crate::uri;
 use crate::wire::{InWorkdir, ListWorkdirsArgs, ListWorkdirsResult, WorkdirInfo};
@@ -125,7 +125,8 @@ impl ReadOnlyServer {
         stamp_read_only(&mut tool_router);
         publish_configured_maxima(&mut tool_router, fs.tools.limits());
         let call_timeout = fs.tools.call_timeout();
-        let runner = Runner::new(fs, call_timeout, concurrency);
+        let text_output = fs.tools.limits().text_output;
+        let runner = Runner::new(fs, call_timeout, concurrency).with_text_output(text_output);
         Self { runner: Arc::new(runner), tool_router: Arc::new(tool_router) }
     }
 
@@ -139,7 +140,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<ListWorkdirsArgs>,
         ct: CancellationToken,
-    ) -> Result<Json<ListWorkdirsResult>, String> {
+    ) -> Result<Answer, String> {
         args.accept("list_workdirs")?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
         // No syscall at all: runs where the request arrived.
@@ -158,7 +159,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<ListDirectoryArgs>>,
         ct: CancellationToken,
-    ) -> Result<Json<InWorkdir<ListDirectoryResult>>, String> {
+    ) -> Result<Answer, String> {
         let args = args.accept("list_directory")?;
         let call = CallLog {
             tool: "list_directory",
@@ -184,7 +185,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<FindFilesArgs>>,
         ct: CancellationToken,
-    ) -> Result<Json<FindFilesResult>, String> {
+    ) -> Result<Answer, String> {
         let args = args.accept("find_files")?;
         let call = CallLog {
             tool: "find_files",
@@ -210,7 +211,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<SearchTextArgs>>,
         ct: CancellationToken,
-    ) -> Result<Json<SearchTextResult>, String> {
+    ) -> Result<Answer, String> {
         let args = args.accept("search_text")?;
         let call = CallLog {
             tool: "search_text",
@@ -236,7 +237,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<ReadTextFileArgs>>,
         ct: CancellationToken,
-    ) -> Result<Json<InWorkdir<ReadTextFileResult>>, String> {
+    ) -> Result<Answer, String> {
         let args = args.accept("read_text_file")?;
         let call = CallLog {
             tool: "read_text_file",
@@ -262,7 +263,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<StatFileArgs>>,
         ct: CancellationToken,
-    ) -> Result<Json<InWorkdir<StatFileResult>>, String> {
+    ) -> Result<Answer, String> {
         let args = args.accept("stat_file")?;
         let call = CallLog {
             tool: "stat_file",

@@ -54,6 +54,7 @@ fn serve(cli: &Cli) -> ExitCode {
     if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
         return config_error(&e);
     }
+    serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
     let config = match cli.config(&env) {
         Ok(config) => config,

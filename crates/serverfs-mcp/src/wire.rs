@@ -4,7 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serverfs_tools::Reported;
+use serverfs_tools::{Reported, ToText};
 
 /// list_workdirs takes no arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -41,5 +41,28 @@ impl Reported for ListWorkdirsResult {}
 impl<T: Reported> Reported for InWorkdir<T> {
     fn bytes_returned(&self) -> u64 {
         self.inner.bytes_returned()
+    }
+}
+
+impl ToText for ListWorkdirsResult {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        if self.workdirs.is_empty() {
+            out.push_str("no workdirs configured\n");
+        }
+        for w in &self.workdirs {
+            out.push_str(&w.alias);
+            if let Some(d) = &w.description {
+                out.push_str(" - ");
+                out.push_str(d);
+            }
+            out.push('\n');
+        }
+    }
+}
+
+/// The tool's own text, its paths shown as `workdir:/path`.
+impl<T: ToText> ToText for InWorkdir<T> {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        self.inner.to_text(Some(&self.workdir), out);
     }
 }

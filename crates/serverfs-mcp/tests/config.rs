@@ -47,7 +47,12 @@ fn run_failing_anywhere(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Stri
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "expected exit 2, got {:?}: {stderr}", out.status);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    // Warnings (running as root, a token file others can read) may come
+    // first; the error is one line.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains(r#""event":"config_warning""#))
+        .collect();
     assert_eq!(lines.len(), 1, "expected one line: {stderr}");
     lines[0].to_owned()
 }
@@ -252,24 +257,104 @@ async fn configured_deny_globs_deny_what_they_name() {
     client.cancel().await.unwrap();
 }
 
-/// Listening beyond loopback while answering only loopback Host names
-/// would refuse every remote client: start-up says so (and still starts).
-#[test]
-fn remote_listen_with_loopback_hosts_warns() {
-    let fx = Fixture::new();
+/// The server started with `args` and `env`, and its whole log.
+fn start_logged(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, Log) {
     let mut child = Command::new(BIN)
-        .args(["--workdir", &fx.workdir_arg(), "--listen", "0.0.0.0:0"])
-        .args(["--allowed-hosts", "localhost,127.0.0.1,[::1]"])
+        .args(args)
+        .env_remove("SERVERFS_TOKEN")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
-    let log = Log::collect(lines);
-    let warning =
-        log.wait_for(std::time::Duration::from_secs(20), |v| v["event"] == "config_warning");
-    assert!(warning["message"].as_str().unwrap().contains("SERVERFS_ALLOWED_HOSTS"), "{warning}");
+    (child, Log::collect(lines))
+}
+
+/// The messages of the `config_warning` lines logged before `listening`.
+fn warnings_until_listening(log: &Log) -> Vec<String> {
     log.wait_for(std::time::Duration::from_secs(20), |v| v["event"] == "listening");
+    let lines = log.lines();
+    let until = lines.iter().take_while(|v| v["event"] != "listening");
+    let warnings = until.filter(|v| v["event"] == "config_warning");
+    warnings.map(|v| v["message"].as_str().unwrap().to_owned()).collect()
+}
+
+fn stop(mut child: std::process::Child) {
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Listening beyond loopback while answering only loopback Host names
+/// would refuse every remote client, and without a token anyone who
+/// reaches the address reads the workdirs: start-up says both (and still
+/// starts: Compose listens on 0.0.0.0 in an internal network, no token).
+#[test]
+fn remote_listen_with_loopback_hosts_warns() {
+    let fx = Fixture::new();
+    let workdir = fx.workdir_arg();
+    let args = ["--workdir", &workdir, "--listen", "0.0.0.0:0"];
+    let hosts = ["--allowed-hosts", "localhost,127.0.0.1,[::1]"];
+    let (child, log) = start_logged(&[&args[..], &hosts[..]].concat(), &[]);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(warnings.iter().any(|w| w.contains("SERVERFS_ALLOWED_HOSTS")), "{warnings:?}");
+    let no_token = |w: &String| w.contains("without a token") && w.contains("SERVERFS_TOKEN");
+    assert!(warnings.iter().any(no_token), "{warnings:?}");
+    // With a token, or on loopback, there is nothing to say about tokens.
+    let token = [("SERVERFS_TOKEN", "t0ken-for-tests_0123456789abcdef")];
+    let (child, log) = start_logged(&args, &token);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(!warnings.iter().any(no_token), "{warnings:?}");
+    let (child, log) = start_logged(&["--workdir", &workdir, "--listen", "127.0.0.1:0"], &[]);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(!warnings.iter().any(no_token), "{warnings:?}");
+}
+
+/// A token file others can read is warned about (never naming its path or
+/// the token); one only its owner reads is not. Running as root is warned
+/// about, and only then.
+#[test]
+fn a_readable_token_file_and_running_as_root_are_warned_about() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new();
+    let workdir = fx.workdir_arg();
+    let file = fx.dir.path().join("token");
+    std::fs::write(&file, "t0ken-for-tests_0123456789abcdef\n").unwrap();
+    let file_arg = file.to_string_lossy().into_owned();
+    let args = ["--workdir", &workdir, "--listen", "127.0.0.1:0", "--token-file", &file_arg];
+    let readable = |w: &String| w.contains("readable by group or others");
+    for (mode, warned) in [(0o644, true), (0o640, true), (0o600, false), (0o400, false)] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (child, log) = start_logged(&args, &[]);
+        let warnings = warnings_until_listening(&log);
+        stop(child);
+        assert_eq!(warnings.iter().any(readable), warned, "{mode:o}: {warnings:?}");
+        for w in &warnings {
+            assert!(!w.contains(&file_arg) && !w.contains("t0ken"), "{w}");
+        }
+        let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+        assert_eq!(warnings.iter().any(|w| w.contains("running as root")), root, "{warnings:?}");
+    }
+}
+
+/// An address that cannot be listened on is a configuration error: exit 2
+/// and a line naming the address and the setting.
+#[test]
+fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let fx = Fixture::new();
+    let out = Command::new(BIN)
+        .args(["--workdir", &fx.workdir_arg(), "--listen", &addr])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let line = stderr.lines().find(|l| l.contains(r#""event":"config_error""#)).expect("a line");
+    assert!(line.contains(&addr) && line.contains("SERVERFS_LISTEN"), "{line}");
+    assert!(line.contains("already in use"), "{line}");
 }

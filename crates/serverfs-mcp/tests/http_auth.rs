@@ -70,6 +70,16 @@ async fn refusals_are_plain_401_without_an_oauth_challenge() {
         let body = r.text().await.unwrap();
         assert!(body.len() < 200 && !body.contains(TOKEN), "{body}");
     }
+    // Each 401 is logged with its reason, never with what was presented.
+    let refused = |reason: &'static str| {
+        move |v: &serde_json::Value| v["event"] == "auth_refused" && v["reason"] == reason
+    };
+    let timeout = std::time::Duration::from_secs(20);
+    server.log.wait_for(timeout, refused("no Authorization header"));
+    server.log.wait_for(timeout, refused("invalid bearer credentials"));
+    for line in server.log.lines() {
+        assert!(!line.to_string().contains("wrong") && !line.to_string().contains(TOKEN), "{line}");
+    }
     let r = post(&server.url, Some(&format!("Bearer {TOKEN}"))).await;
     assert_eq!(r.status(), StatusCode::OK);
     let r = post(&server.url, Some(&format!("bearer {TOKEN}"))).await;

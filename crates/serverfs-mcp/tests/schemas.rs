@@ -1,10 +1,14 @@
 //! What the real binary tells clients about types: every tool's input and
 //! output schema as `tools/list` publishes it passes a strict JSON Schema
 //! 2020-12 validator (meta-schema, unknown formats refused, only standard
-//! keywords, bounded integers, optional properties never null), and the
-//! structuredContent of real calls validates against its outputSchema.
+//! keywords, bounded integers, no `type` arrays, optional inputs nullable
+//! and optional outputs never null), the structuredContent of real calls
+//! validates against its outputSchema, and a strict client (every argument
+//! sent, `null` for the ones it leaves out) can call every tool.
 
 mod common;
+#[path = "../../tools/tests/support/strict.rs"]
+mod strict;
 
 use std::collections::BTreeMap;
 
@@ -75,9 +79,28 @@ fn types(schema: &Map<String, Value>) -> Vec<&str> {
     }
 }
 
+/// Whether `property` is `anyOf: [{…}, {"type": "null"}]`.
+fn nullable(property: &Map<String, Value>) -> bool {
+    property
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|s| s.get("type") == Some(&json!("null"))))
+}
+
+/// The schema of a property's non-null values.
+fn values(property: &Value) -> &Map<String, Value> {
+    let p = property.as_object().unwrap();
+    let branch = p.get("anyOf").and_then(Value::as_array).and_then(|a| {
+        a.iter().filter_map(Value::as_object).find(|s| s.get("type") != Some(&json!("null")))
+    });
+    branch.unwrap_or(p)
+}
+
 /// Ajv-strict-like checks on `schema` and every subschema; `at` names the
-/// place for messages.
+/// place for messages. Optional properties are nullable in an `input`,
+/// never in an output.
 fn audit(schema: &Value, at: &str) {
+    let input = at.contains(" input");
     let Some(object) = schema.as_object() else { panic!("{at}: not an object schema") };
     for key in object.keys() {
         assert!(KEYWORDS.contains(&key.as_str()), "{at}: unknown keyword {key}");
@@ -96,16 +119,14 @@ fn audit(schema: &Value, at: &str) {
             .unwrap_or_default();
         for (name, property) in properties {
             let place = format!("{at}.{name}");
+            let p = property.as_object().unwrap();
+            assert!(!types(p).contains(&"null"), "{place}: a type array with null");
             if !required.contains(&name.as_str()) {
-                let p = property.as_object().unwrap();
-                let nullable_branch = p
-                    .get("anyOf")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| a.iter().any(|s| s.get("type") == Some(&json!("null"))));
-                assert!(
-                    !types(p).contains(&"null") && !nullable_branch,
-                    "{place}: optional and nullable"
-                );
+                if input {
+                    assert!(nullable(p), "{place}: optional input not nullable");
+                } else {
+                    assert!(!nullable(p), "{place}: optional output nullable");
+                }
             }
             audit(property, &place);
         }
@@ -169,24 +190,28 @@ async fn schemas_are_strict_2020_12_and_results_match_them() {
     for (name, (input, output)) in tools {
         audit(input, &format!("{name} input"));
         audit(output, &format!("{name} output"));
+        strict::assert_portable(input, &format!("{name} input"));
+        strict::assert_portable(output, &format!("{name} output"));
         assert_eq!(input["type"], "object", "{name}");
         assert_eq!(input["additionalProperties"], false, "{name}: unknown arguments allowed");
         assert!(input["properties"].is_object(), "{name}: no properties");
         for (arg, property) in input["properties"].as_object().unwrap() {
-            for key in property.as_object().unwrap().keys() {
+            for key in values(property).keys() {
                 assert!(ARGUMENT_KEYWORDS.contains(&key.as_str()), "{name}.{arg}: {key}");
             }
-            assert!(property["type"].is_string(), "{name}.{arg}: one type");
+            assert!(values(property)["type"].is_string(), "{name}.{arg}: one type");
         }
         let v = (
             strict_validator(input, &format!("{name} input")),
             strict_validator(output, &format!("{name} output")),
+            strict_validator(&strict::strict(input), &format!("{name} strict input")),
         );
         validators.insert(name.clone(), v);
     }
 
     // The limits an agent needs, in the schema rather than in an error.
-    let limit_max = |tool: &str, arg: &str| tools[tool].0["properties"][arg]["maximum"].clone();
+    let limit_max =
+        |tool: &str, arg: &str| values(&tools[tool].0["properties"][arg])["maximum"].clone();
     assert_eq!(limit_max("list_directory", "limit"), 500);
     assert_eq!(limit_max("list_directory", "offset"), 10_000);
     assert_eq!(limit_max("find_files", "limit"), 100);
@@ -210,16 +235,32 @@ async fn schemas_are_strict_2020_12_and_results_match_them() {
         ("stat_file", json!({"workdir": "test", "path": "README.md"})),
         ("stat_file", json!({"workdir": "test", "path": "project"})),
         ("stat_file", json!({"workdir": "test", "path": "etc-link"})),
+        ("search_text", json!({"workdir": "test", "query": "hello", "glob": "*.md"})),
     ];
     for (tool, args) in calls {
-        let (input, output) = &validators[tool];
-        assert!(input.is_valid(&args), "{tool}: the schema refuses {args}");
-        let (is_error, result) = call(client, tool, args.clone()).await;
-        assert!(!is_error, "{tool} {args}: {result}");
-        if let Err(e) = output.validate(&result) {
-            panic!("{tool} {args}: result does not match outputSchema: {e}\n{result}");
+        let (input, output, strict_input) = &validators[tool];
+        // As sent by a client that leaves arguments out, and by a strict
+        // one that sends null for them.
+        let strict_args = strict::with_nulls(&args, &tools[tool].0);
+        assert!(strict_input.is_valid(&strict_args), "{tool}: strict mode refuses {strict_args}");
+        for args in [args, strict_args] {
+            assert!(input.is_valid(&args), "{tool}: the schema refuses {args}");
+            let (is_error, result) = call(client, tool, args.clone()).await;
+            assert!(!is_error, "{tool} {args}: {result}");
+            if let Err(e) = output.validate(&result) {
+                panic!("{tool} {args}: result does not match outputSchema: {e}\n{result}");
+            }
         }
     }
+    // A strict client has no way to leave `cursor` or `glob` out but null
+    // or "": both mean "not given".
+    let empty = json!({"workdir": "test", "query": "hello", "glob": "", "cursor": ""});
+    let (is_error, result) = call(client, "search_text", empty).await;
+    assert!(!is_error && result["returned"] != 0, "{result}");
+    let empty = json!({"workdir": "test", "pattern": "*", "cursor": ""});
+    assert!(!call(client, "find_files", empty).await.0);
+    let empty = json!({"workdir": "test", "cursor": ""});
+    assert!(!call(client, "list_directory", empty).await.0);
     for (_, _, client) in eras {
         client.cancel().await.unwrap();
     }
@@ -240,7 +281,7 @@ async fn configured_maxima_are_published() {
     );
     let client = http_client(&server.url, lifecycles().remove(0).1).await;
     let tools = published(&client).await;
-    let max = |tool: &str, arg: &str| tools[tool].0["properties"][arg]["maximum"].clone();
+    let max = |tool: &str, arg: &str| values(&tools[tool].0["properties"][arg])["maximum"].clone();
     assert_eq!(max("find_files", "limit"), 7);
     assert_eq!(max("search_text", "limit"), 7);
     assert_eq!(max("list_directory", "limit"), 1000);
@@ -255,8 +296,8 @@ async fn configured_maxima_are_published() {
     client.cancel().await.unwrap();
 }
 
-/// resources/read says what it returns: text, even when the name gives no
-/// type (SPEC §2.6 "MIME").
+/// resources/read and stat_file say what a file holds: text, even when
+/// the name gives no type (SPEC §2.6 "MIME").
 #[tokio::test]
 async fn resource_text_without_a_known_type_is_plain_text() {
     let fx = Fixture::new();
@@ -274,5 +315,27 @@ async fn resource_text_without_a_known_type_is_plain_text() {
         let contents = serde_json::to_value(&read.contents).unwrap();
         assert_eq!(contents[0]["mimeType"], mime, "{uri}");
     }
+    // stat_file agrees: a name that says nothing, text inside, is text; a
+    // NUL or invalid UTF-8 in the head is not.
+    std::fs::write(fx.root().join("BLOB"), b"ab\0cd").unwrap();
+    std::fs::write(fx.root().join("LATIN1"), b"caf\xe9\n").unwrap();
+    std::fs::write(fx.root().join("EMPTY"), b"").unwrap();
+    for (path, mime) in [
+        ("NOTES", "text/plain; charset=utf-8"),
+        ("EMPTY", "text/plain; charset=utf-8"),
+        ("BLOB", "application/octet-stream"),
+        ("LATIN1", "application/octet-stream"),
+        ("README.md", "text/markdown"),
+    ] {
+        let (is_error, stat) =
+            call(&client, "stat_file", json!({"workdir": "test", "path": path})).await;
+        assert!(!is_error, "{stat}");
+        assert_eq!(stat["mime_type"], mime, "{path}");
+    }
+    // serverfs-mcp stays text-only: no hashes (serverfs-dev has them).
+    let (is_error, text) =
+        call(&client, "stat_file", json!({"workdir": "test", "path": "NOTES", "sha256": true}))
+            .await;
+    assert!(is_error && text.as_str().unwrap().starts_with("INVALID_ARGUMENT: sha256:"), "{text}");
     client.cancel().await.unwrap();
 }

@@ -11,6 +11,7 @@
 //! setting by its environment variable (never a token or a token file's
 //! path); the same variable means the same thing in every binary.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -87,6 +88,10 @@ pub struct ReadSettings {
     #[arg(long, env = "SERVERFS_MAX_CONCURRENT_LOOKUPS", default_value_t = Concurrency::default().lookups)]
     max_concurrent_lookups: usize,
 
+    /// The text content of tool answers: compact (written for a model) or json (the JSON of structuredContent, for clients that parse text).
+    #[arg(long, env = "SERVERFS_TEXT_OUTPUT", default_value = "compact", value_parser = ["compact", "json"])]
+    text_output: String,
+
     /// Seconds a call waits for a free slot before it is refused with SERVER_BUSY.
     #[arg(long, env = "SERVERFS_BUSY_WAIT_SECONDS", default_value_t = Concurrency::default().busy_wait.as_secs())]
     busy_wait_seconds: u64,
@@ -108,6 +113,10 @@ impl ReadSettings {
             max_walk_entries: self.max_walk_entries,
             search_timeout: Duration::from_secs(self.search_timeout_seconds),
             search_max_file_bytes: self.search_max_file_bytes,
+            text_output: self
+                .text_output
+                .parse()
+                .map_err(|e| format!("SERVERFS_TEXT_OUTPUT: {e}"))?,
         };
         let named = [
             ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
@@ -288,8 +297,23 @@ impl HttpSettings {
             (Some(token), None) => ("SERVERFS_TOKEN", token),
             (None, Some(path)) => {
                 let setting = "SERVERFS_TOKEN_FILE (--token-file)";
-                let mut text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("{setting}: cannot read the token file: {}", e.kind()))?;
+                let cannot = |e: std::io::Error| {
+                    format!("{setting}: cannot read the token file: {}", e.kind())
+                };
+                let mut file = std::fs::File::open(path).map_err(cannot)?;
+                // The mode of the file read, not of a name that may change.
+                let mode = file.metadata().map_err(cannot)?.permissions().mode();
+                if mode & 0o044 != 0 {
+                    tracing::warn!(
+                        event = "config_warning",
+                        message = %format!(
+                            "{setting}: the token file is readable by group or others (mode {:o}); chmod 600 it",
+                            mode & 0o777
+                        ),
+                    );
+                }
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut file, &mut text).map_err(cannot)?;
                 // Editors and `echo` end files with a newline; it is not part
                 // of the token.
                 if text.ends_with('\n') {
@@ -302,6 +326,18 @@ impl HttpSettings {
             }
         };
         BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+    }
+}
+
+/// Warns (a `config_warning` log line) when the server runs as root: it
+/// needs no privilege, and every file the tools can reach is then readable
+/// to it.
+pub fn warn_if_root() {
+    if rustix::process::geteuid().is_root() {
+        tracing::warn!(
+            event = "config_warning",
+            message = "running as root: every file the tools reach is open to this process; run it as an ordinary user",
+        );
     }
 }
 
@@ -377,6 +413,16 @@ mod tests {
     fn a_zero_limit_is_named_by_its_variable() {
         let both = parse(&["--max-read-lines", "0"]);
         assert_eq!(both.read.limits().unwrap_err(), "SERVERFS_MAX_READ_LINES must be at least 1");
+    }
+
+    #[test]
+    fn text_output_is_compact_unless_json_is_asked_for() {
+        use serverfs_tools::TextOutput;
+        assert_eq!(parse(&[]).read.limits().unwrap().text_output, TextOutput::Compact);
+        let json = parse(&["--text-output", "json"]);
+        assert_eq!(json.read.limits().unwrap().text_output, TextOutput::Json);
+        let argv = ["test", "--text-output", "yaml"];
+        assert!(Both::try_parse_from(argv).is_err());
     }
 
     #[test]

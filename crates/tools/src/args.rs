@@ -21,6 +21,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use serverfs_core::FsError;
 
+use crate::schema::value_schema;
+
 /// A handler that publishes its tools' input schemas: what [`Args`] checks
 /// calls against.
 pub trait PublishedSchemas {
@@ -99,7 +101,7 @@ fn check(arguments: &mut JsonObject, schema: &JsonObject, tool: &str) -> Result<
     }
     arguments.retain(|name, value| !value.is_null() || required(name));
     for (name, property) in properties {
-        let Some(property) = property.as_object() else { continue };
+        let Some(property) = property.as_object().map(value_schema) else { continue };
         let Some(value) = arguments.get_mut(name) else {
             if required(name) {
                 let expected = format!("required, expected {}", expected(property));
@@ -119,8 +121,8 @@ fn invalid(argument: &str, expected: &str) -> FsError {
     FsError::invalid(format!("{}: {expected}.", shown(argument)))
 }
 
-/// Whether `value` is what `property` allows (the keywords input schemas
-/// use: `type`, `enum` of strings, `minimum`, `maximum`, `minLength`,
+/// Whether `value` is what `property` (its values' schema) allows (the
+/// keywords input schemas use: `type`, `enum` of strings, `minimum`, `maximum`, `minLength`,
 /// `maxLength`; a schema test keeps them to these). An integral float is
 /// rewritten as an integer.
 fn accepts(property: &Map<String, Value>, value: &mut Value) -> bool {

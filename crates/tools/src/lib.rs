@@ -5,7 +5,8 @@
 //! in a core [`serverfs_core::Root`], their argument and result types — free
 //! of any `workdir` — with JSON Schemas every client accepts, and the
 //! argument extractor that turns any malformed argument into
-//! `INVALID_ARGUMENT`.
+//! `INVALID_ARGUMENT`, and the text a model reads of every answer
+//! ([`text`]).
 //!
 //! A binary builds its rmcp handler on these (serverfs-mcp's read-only one
 //! lives in that crate). Nothing here can write, rename or delete a file or
@@ -16,8 +17,10 @@ mod limits;
 mod ops;
 mod runner;
 pub mod schema;
+pub mod text;
 
 pub use args::Args;
 pub use limits::{DEFAULT_READ_LINES, Limits};
 pub use ops::{ReadTools, ResourceText};
 pub use runner::{CallClass, CallLog, Concurrency, INLINE_SLOTS, Reported, Runner, WRITE_SLOTS};
+pub use text::{Answer, TextOutput, ToText};

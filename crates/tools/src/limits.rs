@@ -25,6 +25,9 @@ pub struct Limits {
     pub search_timeout: Duration,
     /// Larger files are not searched (default 50 MiB).
     pub search_max_file_bytes: u64,
+    /// How answers are written as text (default compact): how every call
+    /// answers, so it travels with the limits.
+    pub text_output: crate::TextOutput,
 }
 
 /// `max_lines` of read_text_file when the client gives none.
@@ -42,6 +45,7 @@ impl Default for Limits {
             max_walk_entries: 200_000,
             search_timeout: Duration::from_secs(15),
             search_max_file_bytes: 52_428_800,
+            text_output: crate::TextOutput::Compact,
         }
     }
 }

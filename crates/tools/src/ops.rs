@@ -47,7 +47,7 @@ impl ReadTools {
             self.limits.default_list_limit,
             self.limits.max_list_entries,
         )?;
-        let page = PageRequest { after: args.cursor.as_deref(), offset: args.offset, limit };
+        let page = PageRequest { after: given(args.cursor.as_ref()), offset: args.offset, limit };
         let listing = entries::list_directory(root, loc, page, deadline)?;
         let next_cursor =
             if listing.has_more { listing.entries.last().map(|e| e.name.clone()) } else { None };
@@ -120,11 +120,17 @@ impl ReadTools {
         })
     }
 
-    /// stat_file of `loc`.
+    /// stat_file of `loc`. A file whose name says nothing of its type is
+    /// `text/plain` when its head is UTF-8 text (as resources/read says).
     pub fn stat_file(&self, root: &Root, loc: &Location<'_>) -> Result<StatFileResult, FsError> {
         let info = entries::stat_entry(root, loc)?;
         let mime_type = match (info.kind, loc.path().file_name()) {
-            (EntryKind::File, Some(name)) => Some(guess_mime(name)),
+            (EntryKind::File, Some(name)) => match guess_mime(name) {
+                unknown if unknown == entries::UNKNOWN_MIME && starts_as_text(root, loc) => {
+                    Some(TEXT_MIME.to_owned())
+                }
+                mime => Some(mime),
+            },
             _ => None,
         };
         Ok(StatFileResult { path: loc.path().as_relative(), meta: info.into(), mime_type })
@@ -145,7 +151,7 @@ impl ReadTools {
             loc,
             &args.pattern,
             limit,
-            args.cursor.as_deref(),
+            given(args.cursor.as_ref()),
             budget,
         )?;
         Ok(Matches::from_outcome(found))
@@ -163,11 +169,11 @@ impl ReadTools {
         let limit = self.search_limit(args.limit)?;
         let query = SearchQuery {
             query: &args.query,
-            glob: args.glob.as_deref(),
+            glob: given(args.glob.as_ref()),
             case_sensitive: args.case_sensitive,
             limit,
             max_file_bytes: self.limits.search_max_file_bytes,
-            cursor: args.cursor.as_deref(),
+            cursor: given(args.cursor.as_ref()),
         };
         let found = serverfs_search::search_text(root, loc, &query, budget)?;
         Ok(Matches::from_outcome(found))
@@ -205,6 +211,23 @@ impl ReadTools {
     }
 }
 
+/// Whether the file's first [`text::BINARY_SAMPLE_BYTES`] are UTF-8 text
+/// without NUL (a character cut by the sample's end is fine); false when
+/// it cannot be read.
+fn starts_as_text(root: &Root, loc: &Location<'_>) -> bool {
+    use std::io::Read;
+    let Ok((file, _)) = root.open_file(loc) else { return false };
+    let mut head = Vec::with_capacity(text::BINARY_SAMPLE_BYTES);
+    if file.take(text::BINARY_SAMPLE_BYTES as u64).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    !head.contains(&0)
+        && match std::str::from_utf8(&head) {
+            Ok(_) => true,
+            Err(e) => e.error_len().is_none(),
+        }
+}
+
 /// The type of a resource's text when its name gives none.
 const TEXT_MIME: &str = "text/plain; charset=utf-8";
 
@@ -229,6 +252,13 @@ impl Reported for ReadTextFileResult {
     fn bytes_returned(&self) -> u64 {
         self.bytes_returned
     }
+}
+
+/// An optional text argument as given: `""` means not given, as `null`
+/// does (SPEC §3.2: strict clients must send something for `cursor` and
+/// `glob`, and send `""` as readily as `null`).
+fn given(value: Option<&String>) -> Option<&str> {
+    value.map(String::as_str).filter(|v| !v.is_empty())
 }
 
 /// `value` (or `default`) checked to lie in `1..=max`.

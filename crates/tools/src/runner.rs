@@ -38,9 +38,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serverfs_core::{Deadline, ErrorCode, FsError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+
+use crate::text::{Answer, TextOutput, ToText};
 
 /// What kind of work a call is, for admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +128,8 @@ pub struct Runner<C> {
     busy_wait: Duration,
     /// Quick calls running on an async worker.
     inline: Arc<Semaphore>,
+    /// How a tool's answer is written as text.
+    text_output: TextOutput,
 }
 
 /// One class's running slots and its bounded queue.
@@ -169,7 +174,28 @@ impl<C: Send + Sync + 'static> Runner<C> {
             writes: Admission::new(WRITE_SLOTS, "writes and patches"),
             busy_wait: concurrency.busy_wait,
             inline: Arc::new(Semaphore::new(INLINE_SLOTS)),
+            text_output: TextOutput::default(),
         }
+    }
+
+    /// Writes tool answers' text as `text_output` (default compact).
+    #[must_use]
+    pub fn with_text_output(mut self, text_output: TextOutput) -> Self {
+        self.text_output = text_output;
+        self
+    }
+
+    /// A tool's outcome as rmcp takes it: the [`Answer`] (structured
+    /// result and its text), or the failure's `CODE: message`. Every tool
+    /// answer is built here, also for calls that ran outside the runner.
+    ///
+    /// # Errors
+    /// The call's `CODE: message`.
+    pub fn answer<T: Serialize + ToText>(
+        &self,
+        outcome: Result<T, FsError>,
+    ) -> Result<Answer, String> {
+        self.text_output.answer(&outcome.map_err(|e| e.to_string())?)
     }
 
     /// [`Runner::run`] for work of a few metadata syscalls: admitted,
@@ -259,8 +285,8 @@ impl<C: Send + Sync + 'static> Runner<C> {
         })
     }
 
-    /// [`Self::run`] for an rmcp tool: the structured result, or the
-    /// failure's `CODE: message` as the tool's error result.
+    /// [`Self::run`] for an rmcp tool: its [`Answer`], or the failure's
+    /// `CODE: message` as the tool's error result.
     ///
     /// # Errors
     /// The call's `CODE: message`.
@@ -270,15 +296,15 @@ impl<C: Send + Sync + 'static> Runner<C> {
         call: CallLog,
         ct: CancellationToken,
         op: F,
-    ) -> Result<rmcp::Json<T>, String>
+    ) -> Result<Answer, String>
     where
-        T: Reported + Send + 'static,
+        T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
-        self.run(class, call, ct, op).await.map(rmcp::Json).map_err(|e| e.to_string())
+        self.answer(self.run(class, call, ct, op).await)
     }
 
-    /// [`Self::run_quick`] for an rmcp tool: the structured result, or the
+    /// [`Self::run_quick`] for an rmcp tool: its [`Answer`], or the
     /// failure's `CODE: message`.
     ///
     /// # Errors
@@ -289,12 +315,12 @@ impl<C: Send + Sync + 'static> Runner<C> {
         call: CallLog,
         ct: CancellationToken,
         op: F,
-    ) -> Result<rmcp::Json<T>, String>
+    ) -> Result<Answer, String>
     where
-        T: Reported + Send + 'static,
+        T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
     {
-        self.run_quick(class, call, ct, op).await.map(rmcp::Json).map_err(|e| e.to_string())
+        self.answer(self.run_quick(class, call, ct, op).await)
     }
 
     /// A slot of `class`: at once if one is free, else after waiting at

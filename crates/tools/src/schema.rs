@@ -9,10 +9,16 @@
 //! validators and schema converters of all clients accept it):
 //! - no integer carries a `format` (`uint64` and friends are not standard
 //!   formats); every integer carries `minimum` and `maximum`: the argument's
-//!   real limits, or the range of its Rust type;
-//! - a property that may be absent is never also `null`: optional inputs are
-//!   plain optional properties, and outputs skip such a field rather than
-//!   write `null`. Only fields that are always present may be `null`.
+//!   real limits, or the range of its Rust type cut to the integers JSON
+//!   numbers hold exactly (±(2^53 − 1)), never 18446744073709551615;
+//! - no `type` is an array (`["string", "null"]`): a value that may be
+//!   `null` is `anyOf: [{…}, {"type": "null"}]`;
+//! - every optional input is nullable that way, `null` meaning "not given"
+//!   (SPEC §3.2): a client that converts schemas for strict function
+//!   calling (every property required) can then leave any of them out by
+//!   sending `null`;
+//! - an output field that may be absent is never also `null` (outputs skip
+//!   it rather than write `null`); only fields always present may be.
 //!
 //! The maxima of `limit` and `max_lines` written here are the defaults'
 //! ceilings; a server publishes its configured maxima instead
@@ -70,7 +76,7 @@ pub fn publish_configured_maxima<S>(
             .and_then(|p| p.get_mut(argument))
             .and_then(Value::as_object_mut)
             .expect("a configured argument");
-        property.insert("maximum".into(), max.into());
+        value_schema_mut(property).insert("maximum".into(), max.into());
     }
 }
 
@@ -80,8 +86,34 @@ pub fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
     tool_schema::<T>(SchemaSettings::draft2020_12().for_serialize())
 }
 
+/// The schema of the values a property takes besides `null`: its non-null
+/// `anyOf` branch when it is nullable, else the property itself.
+pub fn value_schema(property: &JsonObject) -> &JsonObject {
+    let branch = property.get("anyOf").and_then(Value::as_array).and_then(|branches| {
+        branches.iter().filter_map(Value::as_object).find(|b| !is_null_type(b))
+    });
+    branch.unwrap_or(property)
+}
+
+/// [`value_schema`], to change.
+fn value_schema_mut(property: &mut JsonObject) -> &mut JsonObject {
+    let branch = property.get("anyOf").and_then(Value::as_array).and_then(|branches| {
+        branches.iter().position(|b| b.as_object().is_some_and(|b| !is_null_type(b)))
+    });
+    match branch {
+        Some(i) => property["anyOf"][i].as_object_mut().expect("an object branch"),
+        None => property,
+    }
+}
+
+fn is_null_type(schema: &JsonObject) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("null")
+}
+
 fn tool_schema<T: JsonSchema>(settings: SchemaSettings) -> Arc<JsonObject> {
-    let schema = settings.with_transform(Portable).into_generator().into_root_schema_for::<T>();
+    let input = !settings.contract.is_serialize();
+    let schema =
+        settings.with_transform(Portable { input }).into_generator().into_root_schema_for::<T>();
     let Value::Object(mut object) = schema.to_value() else {
         unreachable!("a derived schema of a struct is an object")
     };
@@ -92,22 +124,112 @@ fn tool_schema<T: JsonSchema>(settings: SchemaSettings) -> Arc<JsonObject> {
     Arc::new(object)
 }
 
-/// The transform behind the module's guarantees, applied to every subschema.
+/// The transform behind the module's guarantees, applied to every subschema
+/// (an object's own keywords first, then its subschemas).
 #[derive(Clone, Copy)]
-struct Portable;
+struct Portable {
+    /// An input schema (else an output schema).
+    input: bool,
+}
 
 impl Transform for Portable {
     fn transform(&mut self, schema: &mut Schema) {
         if let Some(object) = schema.as_object_mut() {
             integer_bounds(object);
-            optional_not_null(object);
+            if self.input {
+                optional_nullable(object);
+            } else {
+                optional_not_null(object);
+            }
+            no_type_array(object);
         }
         transform_subschemas(self, schema);
     }
 }
 
+/// Keywords that describe a property rather than its values: they stay
+/// beside an `anyOf` when its values move into a branch.
+const ANNOTATIONS: &[&str] = &["description", "title", "default"];
+
+/// `type: [X, "null"]` becomes `anyOf: [{type: X, …}, {type: null}]`.
+fn no_type_array(object: &mut JsonObject) {
+    let Some(Value::Array(types)) = object.get("type") else { return };
+    let mut types: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+    let nullable = types.len() < object.get("type").and_then(Value::as_array).map_or(0, Vec::len);
+    let one = match types.len() {
+        1 => types.remove(0),
+        // Never derived here: a Rust type has one JSON type besides null.
+        _ => return,
+    };
+    object.insert("type".into(), one);
+    if nullable {
+        make_nullable(object);
+    }
+}
+
+/// Moves `object`'s value keywords into `anyOf: [{…}, {type: null}]`
+/// (annotations stay where they are).
+fn make_nullable(object: &mut JsonObject) {
+    let keys: Vec<String> =
+        object.keys().filter(|k| !ANNOTATIONS.contains(&k.as_str())).cloned().collect();
+    let mut branch = JsonObject::new();
+    for key in keys {
+        if let Some(value) = object.remove(&key) {
+            branch.insert(key, value);
+        }
+    }
+    let null = serde_json::json!({"type": "null"});
+    object.insert("anyOf".into(), Value::Array(vec![Value::Object(branch), null]));
+}
+
+/// The names in `object`'s `required`.
+fn required_names(object: &JsonObject) -> Vec<String> {
+    object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Input properties left out of `required` become nullable (once: an
+/// `Option<T>`'s own `null` is folded in), and lose a `default: null`.
+fn optional_nullable(object: &mut JsonObject) {
+    let required = required_names(object);
+    let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        let Some(property) = property.as_object_mut() else { continue };
+        if required.contains(name) {
+            continue;
+        }
+        if property.get("default") == Some(&Value::Null) {
+            property.remove("default");
+        }
+        if let Some(Value::Array(types)) = property.get_mut("type") {
+            types.retain(|t| t != "null");
+            if let [only] = types.as_slice() {
+                let only = only.clone();
+                property.insert("type".into(), only);
+            }
+        }
+        let already = property
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .is_some_and(|b| b.iter().filter_map(Value::as_object).any(is_null_type));
+        if !already {
+            make_nullable(property);
+        }
+    }
+}
+
+/// The largest integer every JSON client reads exactly (2^53 − 1): the
+/// published bound of 64-bit integers, whose own range no client can use.
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
 /// An integer loses its `format` and gains the bounds of the Rust type the
-/// format names where no attribute set tighter ones.
+/// format names (64-bit ones cut to [`MAX_SAFE_INTEGER`]) where no
+/// attribute set tighter ones.
 fn integer_bounds(object: &mut serde_json::Map<String, Value>) {
     let integer = match object.get("type") {
         Some(Value::String(t)) => t == "integer",
@@ -123,11 +245,11 @@ fn integer_bounds(object: &mut serde_json::Map<String, Value>) {
         Some("uint8") => (0.into(), u8::MAX.into()),
         Some("uint16") => (0.into(), u16::MAX.into()),
         Some("uint32") => (0.into(), u32::MAX.into()),
-        Some("uint64" | "uint") => (0.into(), u64::MAX.into()),
+        Some("uint64" | "uint") => (0.into(), MAX_SAFE_INTEGER.into()),
         Some("int8") => (i8::MIN.into(), i8::MAX.into()),
         Some("int16") => (i16::MIN.into(), i16::MAX.into()),
         Some("int32") => (i32::MIN.into(), i32::MAX.into()),
-        Some("int64" | "int") => (i64::MIN.into(), i64::MAX.into()),
+        Some("int64" | "int") => ((-MAX_SAFE_INTEGER).into(), MAX_SAFE_INTEGER.into()),
         // No other integer type is used here; the schema test requires
         // both bounds on every integer.
         _ => return,
@@ -136,14 +258,10 @@ fn integer_bounds(object: &mut serde_json::Map<String, Value>) {
     object.entry("maximum").or_insert(max);
 }
 
-/// Properties left out of `required` lose their `null` alternative (and a
-/// `default: null`).
+/// Output properties left out of `required` lose their `null` alternative
+/// (and a `default: null`).
 fn optional_not_null(object: &mut serde_json::Map<String, Value>) {
-    let required: Vec<String> = object
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
+    let required = required_names(object);
     let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) else {
         return;
     };
@@ -422,6 +540,7 @@ pub struct StatFileResult {
     /// Type, size, modification time.
     #[serde(flatten)]
     pub meta: EntryMeta,
-    /// Best guess from the name for files; null otherwise.
+    /// Best guess from the name for files (text/plain for UTF-8 text whose
+    /// name says nothing); null otherwise.
     pub mime_type: Option<String>,
 }

@@ -8,7 +8,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use percent_encoding::{percent_decode_str, utf8_percent_encode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serverfs_core::{ErrorCode, FsError, Reported};
+use serverfs_core::{ErrorCode, FsError, Reported, ToText};
 use serverfs_write::Writer;
 use sha2::Sha256;
 
@@ -254,6 +254,13 @@ pub struct FileLinkResult {
     pub method: String,
     /// When the link stops working, RFC 3339 UTC.
     pub expires_at: String,
+}
+
+/// The link, its method and when it expires: one line each for a model.
+impl ToText for FileLinkResult {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        out.push_str(&format!("{} {}\nexpires_at: {}\n", self.method, self.url, self.expires_at));
+    }
 }
 
 impl Reported for FileLinkResult {}

@@ -9,7 +9,8 @@
 //!   as RFC 9110 §11.1 makes schemes case-insensitive) is accepted; a missing
 //!   or repeated header, another scheme (`Basic`, …) or a wrong token is 401
 //!   with a short plain-text body, and the inner service is never called.
-//! - The token is never printed: `Debug` is redacted and nothing here logs.
+//! - The token is never printed: `Debug` is redacted, and a refusal is
+//!   logged (`auth_refused`) with its reason, never what was presented.
 //!
 //! The 401 carries no `WWW-Authenticate` header on purpose. OpenAI's
 //! tunnel-client switches from its static `MCP_EXTRA_HEADERS` to an OAuth
@@ -130,6 +131,18 @@ where
         if self.auth.authorizes(request.headers()) {
             Box::pin(self.inner.call(request))
         } else {
+            // The reason, never what was presented.
+            let reason = if request.headers().contains_key(AUTHORIZATION) {
+                "invalid bearer credentials"
+            } else {
+                "no Authorization header"
+            };
+            tracing::info!(
+                event = "auth_refused",
+                method = %request.method(),
+                path = request.uri().path(),
+                reason,
+            );
             Box::pin(std::future::ready(Ok(unauthorized())))
         }
     }

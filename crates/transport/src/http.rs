@@ -241,10 +241,47 @@ where
 {
     let mcp = (guard.apply)(mcp_router(factory, &http.mcp, &shutdown));
     let app = with_header_checks(health_router().merge(mcp).merge(routes));
-    let listener = tokio::net::TcpListener::bind(http.listen).await?;
+    let listener = tokio::net::TcpListener::bind(http.listen)
+        .await
+        .map_err(|e| ListenError::wrap(http.listen, e))?;
     tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth = guard.name);
     serve(listener, app, &http.connections, shutdown).await
 }
+
+/// The listen address could not be bound (in use, not local, not
+/// allowed): a configuration error, which [`crate::finish`] ends with exit
+/// code 2 and a line naming the address and the setting.
+#[derive(Debug)]
+pub struct ListenError {
+    /// The address asked for.
+    pub address: std::net::SocketAddr,
+    /// Why it could not be bound.
+    pub source: std::io::Error,
+}
+
+impl ListenError {
+    fn wrap(address: std::net::SocketAddr, source: std::io::Error) -> std::io::Error {
+        std::io::Error::new(source.kind(), Self { address, source })
+    }
+}
+
+impl std::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = match self.source.kind() {
+            std::io::ErrorKind::AddrInUse => "the address is already in use".to_owned(),
+            std::io::ErrorKind::AddrNotAvailable => {
+                "the address is not one of this machine's".to_owned()
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                "permission denied (a port below 1024?)".to_owned()
+            }
+            _ => self.source.to_string(),
+        };
+        write!(f, "SERVERFS_LISTEN (--listen): cannot listen on {}: {why}", self.address)
+    }
+}
+
+impl std::error::Error for ListenError {}
 
 /// `GET /healthz` → 200 `ok`, answered by the router itself: never behind
 /// tool work or a token.

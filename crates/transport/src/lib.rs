@@ -23,8 +23,8 @@ pub use auth::{BearerAuth, RequireBearer};
 pub use axum::Router;
 pub use health::probe_health;
 pub use http::{
-    ConnectionOptions, HttpConfig, McpGuard, McpOptions, SHUTDOWN_GRACE, health_router, mcp_router,
-    serve, serve_guarded_mcp, serve_mcp, with_header_checks,
+    ConnectionOptions, HttpConfig, ListenError, McpGuard, McpOptions, SHUTDOWN_GRACE,
+    health_router, mcp_router, serve, serve_guarded_mcp, serve_mcp, with_header_checks,
 };
 pub use logging::{flush_logs, init_logging};
 
@@ -45,7 +45,8 @@ pub fn runtime(blocking_threads: usize) -> std::io::Result<tokio::runtime::Runti
 
 /// Ends a server: shuts `runtime` down (a blocking read of a closed stdin
 /// must not hold the process open), logs how serving ended, and gives the
-/// exit code.
+/// exit code: 2 for an address that cannot be listened on (a
+/// configuration error, [`ListenError`]), 1 for other failures.
 pub fn finish(
     runtime: tokio::runtime::Runtime,
     served: std::io::Result<()>,
@@ -56,10 +57,16 @@ pub fn finish(
             tracing::info!(event = "stopped");
             std::process::ExitCode::SUCCESS
         }
-        Err(e) => {
-            tracing::error!(event = "failed", error = %e);
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => match e.get_ref().and_then(|inner| inner.downcast_ref::<ListenError>()) {
+            Some(listen) => {
+                tracing::error!(event = "config_error", error = %listen);
+                std::process::ExitCode::from(2)
+            }
+            None => {
+                tracing::error!(event = "failed", error = %e);
+                std::process::ExitCode::FAILURE
+            }
+        },
     };
     flush_logs(std::time::Duration::from_secs(1));
     code

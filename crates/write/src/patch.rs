@@ -21,7 +21,7 @@ use std::collections::HashSet;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta, Reported};
+use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta, Reported, ToText};
 use serverfs_patch::{HunkReport, Operation, PatchLimits};
 
 use crate::tx::{Change, Writer};
@@ -240,6 +240,50 @@ pub struct PatchReport {
 }
 
 impl Reported for PatchReport {}
+
+/// What a model reads: whether anything was written, then one line per
+/// file (operation, path, sizes, where each listed hunk matched and by
+/// which pass when not exact).
+impl ToText for PatchReport {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str(match (self.dry_run, self.applied) {
+            (true, _) => "dry run: the patch applies; nothing was written\n",
+            (false, true) => "patch applied\n",
+            (false, false) => "patch not applied\n",
+        });
+        for file in &self.files {
+            let _ = write!(out, "{} {}", file.operation, file.path);
+            if let Some(to) = &file.move_to {
+                let _ = write!(out, " -> {to}");
+            }
+            match (file.bytes_before, file.bytes_after) {
+                (Some(b), Some(a)) => {
+                    let _ = write!(out, " ({b} -> {a} bytes)");
+                }
+                (None, Some(a)) => {
+                    let _ = write!(out, " ({a} bytes)");
+                }
+                _ => {}
+            }
+            if !file.hunks.is_empty() {
+                let hunks: Vec<String> = file
+                    .hunks
+                    .iter()
+                    .map(|h| match h.pass.as_str() {
+                        "exact" => h.line.to_string(),
+                        pass => format!("{} ({pass})", h.line),
+                    })
+                    .collect();
+                let _ = write!(out, ", hunks at lines {}", hunks.join(", "));
+            }
+            if file.hunks_not_listed > 0 {
+                let _ = write!(out, " and {} more hunks", file.hunks_not_listed);
+            }
+            out.push('\n');
+        }
+    }
+}
 
 /// What the patch does to one file.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -81,6 +81,11 @@ impl Log {
         log
     }
 
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<Value> {
+        self.0.lock().unwrap().clone()
+    }
+
     /// The first line for which `pred` holds, waiting up to `timeout` for it
     /// (a generous bound: the assertion is that the event happens).
     pub fn wait_for(&self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {

@@ -24,6 +24,13 @@ pub trait ToText {
     fn image(&self) -> Option<(String, String)> {
         None
     }
+
+    /// The text alone, as a new string.
+    fn rendered(&self, workdir: Option<&str>) -> String {
+        let mut out = String::new();
+        self.to_text(workdir, &mut out);
+        out
+    }
 }
 
 /// How a path is shown: `workdir:/path` in a named root, else the path

@@ -68,12 +68,6 @@ impl ToText for SessionInfo {
 mod tests {
     use super::*;
 
-    fn text<T: ToText>(value: &T) -> String {
-        let mut out = String::new();
-        value.to_text(None, &mut out);
-        out
-    }
-
     fn bash(stdout: &str, stderr: &str, exit_code: Option<i32>) -> Outcome {
         Outcome {
             exit_code,
@@ -88,10 +82,13 @@ mod tests {
 
     #[test]
     fn a_command_is_its_output_and_one_status_line() {
-        assert_eq!(text(&bash("hi\n", "", Some(0))), "hi\n[exit code 0]\n");
-        assert_eq!(text(&bash("a", "oops\n", Some(2))), "a\n[stderr]\noops\n[exit code 2]\n");
+        assert_eq!(bash("hi\n", "", Some(0)).rendered(None), "hi\n[exit code 0]\n");
         assert_eq!(
-            text(&bash("", "", None)),
+            bash("a", "oops\n", Some(2)).rendered(None),
+            "a\n[stderr]\noops\n[exit code 2]\n"
+        );
+        assert_eq!(
+            bash("", "", None).rendered(None),
             "[killed by SIGKILL; timed out: the command and everything it started were killed]\n"
         );
     }

@@ -88,12 +88,6 @@ impl ToText for ShellList {
 mod tests {
     use super::*;
 
-    fn text<T: ToText>(value: &T) -> String {
-        let mut out = String::new();
-        value.to_text(None, &mut out);
-        out
-    }
-
     #[test]
     fn read_file_says_where_to_continue_when_cut() {
         let r = ReadFileResult {
@@ -106,7 +100,7 @@ mod tests {
             image: None,
         };
         assert_eq!(
-            text(&r),
+            r.rendered(None),
             "src/a.rs: lines 3 to 4 of 9; cut at 16,000 characters, continue with start_line=5\nc\nd\n"
         );
     }

@@ -23,25 +23,11 @@ fn tag() -> String {
     )
 }
 
-/// Pids whose command line holds `tag`.
-fn survivors(tag: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmdline).contains(tag)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// Waits (bounded, generously) until no process holds `tag`.
 fn assert_none_survive(tag: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let left = survivors(tag);
+        let left = serverfs_test_support::pids_with(tag);
         if left.is_empty() {
             return;
         }
@@ -52,7 +38,7 @@ fn assert_none_survive(tag: &str) {
 
 fn wait_until_running(tag: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while survivors(tag).is_empty() {
+    while serverfs_test_support::pids_with(tag).is_empty() {
         assert!(Instant::now() < deadline, "the command never started ({tag})");
         std::thread::sleep(Duration::from_millis(50));
     }

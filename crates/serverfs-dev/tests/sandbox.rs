@@ -23,25 +23,12 @@ fn tag() -> String {
     format!("{}{}", std::process::id(), nanos.subsec_nanos())
 }
 
-fn alive_with(needle: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmdline).contains(needle)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// A process of the command (not the supervisor, whose argv holds the
 /// command text) holds `needle`.
 fn wait_running(needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let running = alive_with(needle).into_iter().any(|pid| {
+        let running = serverfs_test_support::pids_with(needle).into_iter().any(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("__supervise"))
         });
@@ -54,7 +41,7 @@ fn wait_running(needle: &str) {
 }
 
 fn assert_none(needle: &str) {
-    let left = alive_with(needle);
+    let left = serverfs_test_support::pids_with(needle);
     assert!(left.is_empty(), "survivors of {needle}: {left:?}");
 }
 

@@ -107,3 +107,19 @@ pub async fn error_code(client: &Client, tool: &str, args: Value) -> String {
 pub fn code_of(text: &str) -> String {
     text.split(':').next().unwrap_or_default().to_owned()
 }
+
+/// Pids of the live processes (this test's own excepted) whose command
+/// line contains `needle`: how the survivor tests find what a command
+/// left behind. A zombie has an empty command line, so it never matches.
+pub fn pids_with(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+        })
+        .collect()
+}

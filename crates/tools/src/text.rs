@@ -222,12 +222,6 @@ mod tests {
     use crate::schema::{DirectoryEntry, EntryMeta};
     use serverfs_search::{FoundEntry, TextMatch};
 
-    fn text<T: ToText>(value: &T, workdir: Option<&str>) -> String {
-        let mut out = String::new();
-        value.to_text(workdir, &mut out);
-        out
-    }
-
     fn entry(name: &str, kind: EntryKind, size: Option<u64>) -> DirectoryEntry {
         let meta = EntryMeta { kind, size, modified_at: Some("2026-01-01T00:00:00Z".into()) };
         DirectoryEntry { name: name.into(), path: format!("d/{name}"), meta }
@@ -250,7 +244,7 @@ mod tests {
             omitted: 1,
         };
         assert_eq!(
-            text(&listing, Some("w")),
+            listing.rendered(Some("w")),
             "w:/d: 3 entries (name, size in bytes for files)\na.c\t12\nsub/\nl (symlink)\n\
              [1 entries with non-UTF-8 names left out]\n\
              [more entries: call again with cursor=\"l\"]\n"
@@ -265,7 +259,7 @@ mod tests {
             next_cursor: None,
             omitted: 0,
         };
-        assert_eq!(text(&empty, None), ".: empty directory (name, size in bytes for files)\n");
+        assert_eq!(empty.rendered(None), ".: empty directory (name, size in bytes for files)\n");
     }
 
     #[test]
@@ -282,7 +276,7 @@ mod tests {
             next_cursor: Some("k".into()),
         };
         assert_eq!(
-            text(&found, None),
+            found.rendered(None),
             "a/b.rs\na/c/\n[not searched: 1 binary, 2 too large]\n\
              [truncated after 2 matches: more matches exist (SEARCH_LIMIT_REACHED); continue with cursor=\"k\"]\n"
         );
@@ -294,7 +288,7 @@ mod tests {
             skipped: SkippedCounts { unreadable: 0, too_large: 0, binary: 0 },
             next_cursor: None,
         };
-        assert_eq!(text(&hits, None), "x.c:7:int x;\n");
+        assert_eq!(hits.rendered(None), "x.c:7:int x;\n");
     }
 
     fn page(start: i64, end: Option<i64>, next: Option<i64>, content: &str) -> ReadTextFileResult {
@@ -312,17 +306,20 @@ mod tests {
     #[test]
     fn a_read_is_the_lines_under_one_header() {
         let more = page(1, Some(2), Some(3), "a\nb\n");
-        assert_eq!(text(&more, None), "f.c: lines 1 to 2 of ?; continue with start_line=3\na\nb\n");
         assert_eq!(
-            text(&page(3, Some(4), None, "c\nd"), Some("w")),
+            more.rendered(None),
+            "f.c: lines 1 to 2 of ?; continue with start_line=3\na\nb\n"
+        );
+        assert_eq!(
+            page(3, Some(4), None, "c\nd").rendered(Some("w")),
             "w:/f.c: lines 3 to 4 of 4\nc\nd"
         );
         assert_eq!(
-            text(&page(-2, Some(-1), None, "c\nd\n"), None),
+            page(-2, Some(-1), None, "c\nd\n").rendered(None),
             "f.c: lines -2 to -1 (counted from the end)\nc\nd\n"
         );
         assert_eq!(
-            text(&page(9, None, None, ""), None),
+            page(9, None, None, "").rendered(None),
             "f.c: no lines (empty file, or start past the end)\n"
         );
     }
@@ -339,7 +336,7 @@ mod tests {
             mime_type: Some("text/x-c".into()),
         };
         assert_eq!(
-            text(&stat, None),
+            stat.rendered(None),
             "path: f.c\ntype: file\nsize: 5\nmodified_at: 2026-01-01T00:00:00Z\nmime_type: text/x-c\n"
         );
     }

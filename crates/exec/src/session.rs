@@ -85,8 +85,9 @@ impl SessionConfig {
     }
 }
 
-/// The longest blocking read.
-pub const MAX_WAIT_MS: u64 = 600_000;
+/// The longest blocking read: under 60 s, the request timeout of common
+/// MCP clients (the TypeScript SDK gives up at 60 s); poll again for more.
+pub const MAX_WAIT_MS: u64 = 50_000;
 /// After the supervisor exited, how long the output pipe may stay open.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -532,7 +533,7 @@ impl Sessions {
         }
     }
 
-    /// Output from absolute byte `offset`, waiting up to `wait_ms` (≤ 600,000)
+    /// Output from absolute byte `offset`, waiting up to `wait_ms` (≤ [`MAX_WAIT_MS`])
     /// for some when there is none yet and the shell runs; `cancel`
     /// interrupts the wait (the answer is then what is there).
     pub async fn read(

@@ -184,7 +184,7 @@ async fn blocking_read_waits_for_output_and_is_cancellable() {
     let s = sessions(|_| {});
     let dir = tempfile::tempdir().unwrap();
     let id = s.open(&me(), dir.path(), None).unwrap();
-    // Cancelled: returns with nothing, long before the 600 s wait.
+    // Cancelled: returns with nothing, long before the 50 s wait.
     let token = CancellationToken::new();
     let t2 = token.clone();
     tokio::spawn(async move {
@@ -192,7 +192,7 @@ async fn blocking_read_waits_for_output_and_is_cancellable() {
         t2.cancel();
     });
     let start = Instant::now();
-    let r = s.read(&me(), &id, 0, 600_000, &token).await.unwrap();
+    let r = s.read(&me(), &id, 0, serverfs_exec::MAX_WAIT_MS, &token).await.unwrap();
     assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!((r.output.as_str(), r.next_offset, r.exited), ("", 0, false));
     // Woken by output that arrives while waiting.
@@ -202,9 +202,10 @@ async fn blocking_read_waits_for_output_and_is_cancellable() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         s2.write(&me(), &id2, "echo late\n").await.unwrap();
     });
-    let r = s.read(&me(), &id, 0, 600_000, &CancellationToken::new()).await.unwrap();
+    let r =
+        s.read(&me(), &id, 0, serverfs_exec::MAX_WAIT_MS, &CancellationToken::new()).await.unwrap();
     assert_eq!(r.output, "late\n");
-    assert!(s.read(&me(), &id, 0, 600_001, &token).await.is_err());
+    assert!(s.read(&me(), &id, 0, serverfs_exec::MAX_WAIT_MS + 1, &token).await.is_err());
     s.close(&me(), &id).await.unwrap();
 }
 

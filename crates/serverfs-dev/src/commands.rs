@@ -259,9 +259,9 @@ pub struct ShellReadArgs {
     /// Absolute byte offset to read from: 0, then the previous next_offset.
     #[serde(default)]
     pub offset: u64,
-    /// Milliseconds to wait for output when there is none yet (0 to 600000, default 0).
+    /// Milliseconds to wait for output when there is none yet (0 to 50000, default 0; under a client's 60 s request timeout, poll again for more).
     #[serde(default)]
-    #[schemars(range(max = 600_000))]
+    #[schemars(range(max = 50_000))]
     pub wait_ms: u64,
 }
 

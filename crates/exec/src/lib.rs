@@ -12,6 +12,8 @@ background jobs, `setsid`, double forks and `nohup` included.
 
 - [`run`] runs one `bash --noprofile --norc -c COMMAND` with a timeout and
   a cancellation token, both streams capped at 16,000 characters each.
+  [`Sessions::run`] is the same run, but one still running at its yield
+  point answers with its output so far and goes on as the caller's session.
 - [`Limiter`] caps concurrent commands with a bounded queue.
 - [`Sessions`] keeps long-lived shells, owned by the client that opened
   them, read at absolute byte offsets.
@@ -97,8 +99,8 @@ mod supervisor;
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use policy::Policy;
 pub use run::{
-    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
-    Outcome, Progress, ProgressFn, check_timeout, run,
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_COMMAND_BYTES,
+    MAX_TIMEOUT_SECS, Outcome, Progress, ProgressFn, check_timeout, check_yield, run,
 };
 pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};

@@ -29,12 +29,7 @@ pub fn errno_error(e: Errno, shown: &(impl fmt::Display + ?Sized)) -> FsError {
             ErrorCode::NotADirectory,
             format!("{shown} or one of its parents is not a directory."),
         ),
-        Errno::LOOP => FsError::new(
-            ErrorCode::SymlinkNotAllowed,
-            format!(
-                "{shown} is or passes through a symbolic link; ServerFS never follows symbolic links."
-            ),
-        ),
+        Errno::LOOP => symlink_error(shown),
         Errno::EXIST => FsError::new(ErrorCode::AlreadyExists, format!("{shown} already exists.")),
         Errno::ISDIR => {
             FsError::new(ErrorCode::NotAFile, format!("{shown} is a directory, not a file."))
@@ -62,6 +57,17 @@ pub fn errno_error(e: Errno, shown: &(impl fmt::Display + ?Sized)) -> FsError {
         _ => FsError::new(ErrorCode::InternalError, format!("{shown} could not be accessed.")),
     };
     err.with_detail(format!("errno {}", std::io::Error::from(e)))
+}
+
+/// A link met where none may be followed (`ELOOP` under `O_NOFOLLOW` or
+/// `RESOLVE_NO_SYMLINKS`, or a link found on an opened handle).
+pub(crate) fn symlink_error(shown: &(impl fmt::Display + ?Sized)) -> FsError {
+    FsError::new(
+        ErrorCode::SymlinkNotAllowed,
+        format!(
+            "{shown} is or passes through a symbolic link; ServerFS never follows symbolic links."
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::errno::errno_error;
+use crate::errno::{errno_error, symlink_error};
 use crate::error::{ErrorCode, FsError};
 use crate::meta::{EntryKind, Meta};
 use crate::path::RelPath;
@@ -573,17 +573,6 @@ fn failure_error(f: Failure, shown: &dyn fmt::Display) -> FsError {
             format!("{shown}: too many levels of symbolic links (more than {MAX_SYMLINK_HOPS})."),
         ),
     }
-}
-
-/// A link met where none may be followed (`ELOOP` under `O_NOFOLLOW` or
-/// `RESOLVE_NO_SYMLINKS`, or a link found on an opened handle).
-fn symlink_error(shown: &dyn fmt::Display) -> FsError {
-    FsError::new(
-        ErrorCode::SymlinkNotAllowed,
-        format!(
-            "{shown} is or passes through a symbolic link; ServerFS never follows symbolic links."
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -57,18 +57,6 @@ pub fn run() -> ExitCode {
         eprintln!("serverfs-dev: cannot harden the process: {e}");
         return ExitCode::FAILURE;
     }
-    // The sandbox is checked once here, in a thread of its own (the server
-    // itself is never restricted); the log says what it enforces.
-    match &config.sandbox {
-        Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
-            Ok(active) => tracing::info!(event = "sandbox", active = %active),
-            Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
-        },
-        None => tracing::warn!(
-            event = "sandbox",
-            active = "off (--sandbox off): commands can write anywhere this user can"
-        ),
-    }
     let supervisor = match std::env::current_exe() {
         Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
         Err(e) => {
@@ -80,6 +68,19 @@ pub fn run() -> ExitCode {
         Ok(project) => Arc::new(project),
         Err(e) => return config_error(&e),
     };
+    // The sandbox is checked once, after the root (so a missing root is
+    // named as such), in a thread of its own (the server itself is never
+    // restricted); the log says what it enforces.
+    match &config.sandbox {
+        Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
+            Ok(active) => tracing::info!(event = "sandbox", active = %active),
+            Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
+        },
+        None => tracing::warn!(
+            event = "sandbox",
+            active = "off (--sandbox off): commands can write anywhere this user can"
+        ),
+    }
     let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,9 +1,20 @@
 //! The crash test of apply_patch: a large multi-file patch (updates, adds,
-//! deletes, moves) is applied by the real server, which is SIGKILLed at a
-//! random moment; the server is started again on the same state directory
+//! deletes, moves) is applied by the real server, which is SIGKILLed inside
+//! its commit; the server is started again on the same state directory
 //! (recovery runs before it serves), and the whole tree must then equal the
 //! tree before the patch or the tree after it — byte for byte, with no
 //! writer leftovers and no journal left.
+//!
+//! No clock decides when to kill: the kill follows events. Each kill aims
+//! at one of the journal's states, drawn from the seed (intent: the commit
+//! has begun; prepared: every new file is durable; committed: the commit
+//! point has passed), and comes once the journal in the state directory
+//! shows it, after a few scans of the tree. Each kill is proven to have
+//! landed inside the commit: with the server dead, its journal is still
+//! there (an unfinished transaction), the restart reports settling it, and
+//! the tree is after the patch exactly when that journal said committed. A
+//! commit that ended before its kill (the journal already gone) does not
+//! count and is run again.
 //!
 //! `SERVERFS_CRASH_ITERATIONS` sets the number of kills (default 12, what
 //! CI runs; the 100+-kill runs are done by hand). The random seed is
@@ -15,6 +26,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+/// Scans of the tree between the journal's appearance and the kill: at
+/// most this many (uniform from the seed).
+const MAX_SCANS: u64 = 2;
+
+/// Commits that may end before their kill, in all, before the test gives up
+/// on reaching the inside of one.
+const MAX_MISSED: usize = 200;
 
 use common::{Project, RawStdio};
 use serde_json::json;
@@ -109,6 +128,17 @@ fn restart_and_recover(p: &Project) -> bool {
     log.contains("\"event\":\"patch_recovered\"")
 }
 
+/// Reads every file of a tree the writer is changing meanwhile (entries
+/// may vanish under it): only to let the commit advance between events.
+fn scan_live(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => scan_live(&entry.path()),
+            _ => drop(std::fs::read(entry.path())),
+        }
+    }
+}
+
 struct Rng(u64);
 
 impl Rng {
@@ -138,42 +168,66 @@ fn a_sigkill_at_any_moment_leaves_the_tree_before_or_after() {
     let p = Project::new();
     let patch = the_patch();
 
-    // The two acceptable trees, and how long a whole apply takes here:
-    // start-up and planning (a dry run), then the commit.
+    // The two acceptable trees.
     seed_tree(&p);
     let before = snapshot(&p.root());
-    let started = Instant::now();
-    let mut server = start_patching(&p, &patch, true);
-    let _ = server.next();
-    let planned = started.elapsed();
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
-    let started = Instant::now();
     let mut server = start_patching(&p, &patch, false);
     let answer = server.next();
-    let full = started.elapsed();
     assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     let after = snapshot(&p.root());
     assert_ne!(before, after);
 
-    let (mut saw_before, mut saw_after, mut recovered) = (0, 0, 0);
-    for i in 0..iterations {
+    // The journal texts in the state directory (a transaction's journal is
+    // replaced whole at each state change, so a read sees one state).
+    let journal_texts = |p: &Project| -> Vec<String> {
+        std::fs::read_dir(p.state().join("journal")).map_or(Vec::new(), |d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+    };
+    let journals = |p: &Project| journal_texts(p).len();
+    let committed = |texts: &[String]| texts.iter().any(|t| t.contains("\"committed\""));
+    // Where each kill aims: the commit has begun (intent), every new file is
+    // durable (prepared), or the commit point has passed (committed).
+    const STATES: [&str; 3] = ["", "\"prepared\"", "\"committed\""];
+    let (mut saw_before, mut saw_after, mut missed, mut i) = (0, 0, 0, 0);
+    while i < iterations {
         seed_tree(&p);
         let mut server = start_patching(&p, &patch, false);
-        // Uniform from just before the commit starts to just after it ends,
-        // so most kills land inside it.
-        let from = planned.as_micros() as u64 * 3 / 4;
-        let window = (full.as_micros() as u64 * 5 / 4).saturating_sub(from) + 1;
-        std::thread::sleep(Duration::from_micros(from + rng.next() % window));
+        // The commit has reached the state aimed at.
+        let aim = STATES[(rng.next() % 3) as usize];
+        let started = Instant::now();
+        while !journal_texts(&p).iter().any(|t| t.contains(aim)) {
+            assert!(started.elapsed() < Duration::from_secs(120), "the commit never began");
+            assert!(server.child.try_wait().unwrap().is_none(), "the server ended first");
+            std::thread::yield_now();
+        }
+        for _ in 0..rng.next() % (MAX_SCANS + 1) {
+            scan_live(&p.root());
+        }
         server.child.kill().unwrap();
         server.child.wait().unwrap();
-        recovered += usize::from(restart_and_recover(&p));
+        // Inside the commit, or not counted: an unfinished transaction's
+        // journal is what recovery starts from, and its state decides the
+        // outcome.
+        let at_death = journal_texts(&p);
+        if at_death.is_empty() {
+            missed += 1;
+            assert!(missed <= MAX_MISSED, "{missed} commits ended before their kill");
+            restart_and_recover(&p);
+            continue;
+        }
+        assert!(restart_and_recover(&p), "kill {i}: the restart settled no patch");
         let tree = snapshot(&p.root());
         if tree == before {
+            assert!(!committed(&at_death), "kill {i}: committed, yet rolled back (seed {seed})");
             saw_before += 1;
         } else if tree == after {
+            assert!(committed(&at_death), "kill {i}: not committed, yet applied (seed {seed})");
             saw_after += 1;
         } else {
             let differs: Vec<&String> = tree
@@ -187,13 +241,11 @@ fn a_sigkill_at_any_moment_leaves_the_tree_before_or_after() {
             );
         }
         assert!(tree.keys().all(|k| !k.contains(".serverfs-")), "kill {i}: writer leftovers");
-        let journals = std::fs::read_dir(p.state().join("journal")).map_or(0, |d| {
-            d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".json")).count()
-        });
-        assert_eq!(journals, 0, "kill {i}: a journal was left");
+        assert_eq!(journals(&p), 0, "kill {i}: a journal was left");
+        i += 1;
     }
     eprintln!(
-        "crash test: {iterations} kills → {saw_before} before, {saw_after} after; \
-         {recovered} interrupted patches settled at restart (plan {planned:?}, full apply {full:?})"
+        "crash test: {iterations} kills inside a commit → {saw_before} before, {saw_after} after; \
+         {missed} commits ended before their kill (not counted)"
     );
 }

@@ -41,8 +41,9 @@ fn main() -> ExitCode {
 ```
 
 - bash tool: `Policy::check(command)`, then `limiter.acquire().await?`, then
-  [`run`] with `cwd = /proc/self/fd/N` of the directory the resolver opened
-  (keep that `OwnedFd` alive until `run` returns) and the request's
+  [`run`] (or [`Sessions::run`], to yield to a session of the caller) with
+  `cwd = /proc/self/fd/N` of the directory the resolver opened (keep that
+  `OwnedFd` alive until `run` returns) and the request's
   cancellation token (MCP `notifications/cancelled`, client disconnect).
 - shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
   stdio transport. HTTP is stateless (no `Mcp-Session-Id`): the owner is the

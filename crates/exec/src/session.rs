@@ -466,7 +466,7 @@ impl Sessions {
         Ok(id)
     }
 
-    /// Runs a command like [`crate::run`], except that one still running
+    /// Runs a command like [`crate::run()`], except that one still running
     /// after `yield_after` returns at once with `running: true`, its output
     /// so far, a `session_id` and the `next_offset` where that output ends,
     /// and goes on as a session of `owner` (see the module docs). The

@@ -95,6 +95,12 @@ impl CappedText {
         }
     }
 
+    /// The text kept so far and whether anything was dropped, without
+    /// ending the stream (an incomplete character at the end is left out).
+    pub(crate) fn snapshot(&self) -> (String, bool) {
+        (self.text.clone(), self.truncated)
+    }
+
     /// Ends the stream: a dangling incomplete sequence becomes U+FFFD.
     /// Returns the text and whether anything was dropped.
     pub(crate) fn finish(mut self) -> (String, bool) {

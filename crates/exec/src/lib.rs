@@ -12,6 +12,8 @@ background jobs, `setsid`, double forks and `nohup` included.
 
 - [`run`] runs one `bash --noprofile --norc -c COMMAND` with a timeout and
   a cancellation token, both streams capped at 16,000 characters each.
+  [`Sessions::run`] is the same run, but one still running at its yield
+  point answers with its output so far and goes on as the caller's session.
 - [`Limiter`] caps concurrent commands with a bounded queue.
 - [`Sessions`] keeps long-lived shells, owned by the client that opened
   them, read at absolute byte offsets.
@@ -39,8 +41,9 @@ fn main() -> ExitCode {
 ```
 
 - bash tool: `Policy::check(command)`, then `limiter.acquire().await?`, then
-  [`run`] with `cwd = /proc/self/fd/N` of the directory the resolver opened
-  (keep that `OwnedFd` alive until `run` returns) and the request's
+  [`run`] (or [`Sessions::run`], to yield to a session of the caller) with
+  `cwd = /proc/self/fd/N` of the directory the resolver opened (keep that
+  `OwnedFd` alive until `run` returns) and the request's
   cancellation token (MCP `notifications/cancelled`, client disconnect).
 - shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
   stdio transport. HTTP is stateless (no `Mcp-Session-Id`): the owner is the
@@ -97,8 +100,8 @@ mod supervisor;
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use policy::Policy;
 pub use run::{
-    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, MAX_COMMAND_BYTES, MAX_TIMEOUT_SECS,
-    Outcome, Progress, ProgressFn, check_timeout, run,
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_COMMAND_BYTES,
+    MAX_TIMEOUT_SECS, Outcome, Progress, ProgressFn, check_timeout, check_yield, run,
 };
 pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};

@@ -18,7 +18,12 @@ impl ToText for Outcome {
             out.push_str("[stderr]\n");
             out.push_str(&self.stderr);
         }
-        let mut status = vec![exit_status(self.exit_code, self.signal.as_deref(), true)];
+        let mut status = vec![match (&self.session_id, self.next_offset) {
+            (Some(id), Some(offset)) if self.running => format!(
+                "still running as session {id}; read more with shell_read(session_id={id}, offset={offset})"
+            ),
+            _ => exit_status(self.exit_code, self.signal.as_deref(), true),
+        }];
         if self.timed_out {
             status.push("timed out: the command and everything it started were killed".into());
         }
@@ -76,7 +81,7 @@ mod tests {
             stderr: stderr.into(),
             timed_out: exit_code.is_none(),
             output_truncated: false,
-            cancelled: false,
+            ..Outcome::default()
         }
     }
 
@@ -90,6 +95,17 @@ mod tests {
         assert_eq!(
             bash("", "", None).rendered(None),
             "[killed by SIGKILL; timed out: the command and everything it started were killed]\n"
+        );
+        let yielded = Outcome {
+            running: true,
+            session_id: Some("ab12".into()),
+            next_offset: Some(6),
+            ..bash("first\n", "", None)
+        };
+        let yielded = Outcome { signal: None, timed_out: false, ..yielded };
+        assert_eq!(
+            text(&yielded),
+            "first\n[still running as session ab12; read more with shell_read(session_id=ab12, offset=6)]\n"
         );
     }
 }

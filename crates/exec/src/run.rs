@@ -1,5 +1,12 @@
 //! One-shot commands: `bash --noprofile --norc -c COMMAND` under a
 //! supervisor, both output streams drained concurrently and capped.
+//!
+//! A yielding run ([`crate::Sessions::run`]) also keeps both streams merged
+//! in a session buffer from the first byte; at the yield point it registers
+//! that buffer and its own cancellation as a session of the caller, answers
+//! with the output so far, and goes on driving the command exactly as
+//! before (same timeout, same kill and sweep); its end state lands in the
+//! buffer instead of an answer.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -16,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capped::CappedText;
 use crate::sandbox::SandboxConfig;
+use crate::session::{Owner, Sessions, Shared};
 use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate};
 use crate::status::{believed, read_line};
 use crate::supervisor::Supervisor;
@@ -24,6 +32,9 @@ use crate::supervisor::Supervisor;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
 /// Largest `timeout_seconds`.
 pub const MAX_TIMEOUT_SECS: u64 = 600;
+/// Default `yield_after_seconds`: under the 60 s request timeout of common
+/// MCP clients.
+pub const DEFAULT_YIELD_SECS: u64 = 30;
 /// The longest command (Linux refuses a single argument over 128 KiB).
 pub const MAX_COMMAND_BYTES: usize = 100_000;
 /// Scalar values kept of each stream by default.
@@ -127,6 +138,26 @@ pub struct Outcome {
     /// Not sent: a cancelled call has no client left to read it.
     #[serde(skip)]
     pub cancelled: bool,
+    /// Still running at the yield point: it goes on as session
+    /// `session_id`. Not sent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(
+        description = "Present and true when the command was still running at yield_after_seconds: it goes on as shell session session_id (exit_code is null until then)."
+    )]
+    pub running: bool,
+    /// The session a yielded command goes on as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "When running: the shell session the command goes on as; poll it with shell_read, stop it with shell_close."
+    )]
+    pub session_id: Option<String>,
+    /// When running: the session offset where the output returned so far
+    /// ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        description = "When running: the shell_read offset just past the output returned here (the session holds stdout and stderr merged, from offset 0)."
+    )]
+    pub next_offset: Option<u64>,
 }
 
 impl Reported for Outcome {
@@ -146,6 +177,24 @@ pub fn check_timeout(timeout_seconds: u64) -> Result<Duration, FsError> {
     }
 }
 
+/// Checks `yield_after_seconds` (1…600).
+pub fn check_yield(yield_after_seconds: u64) -> Result<Duration, FsError> {
+    if (1..=MAX_TIMEOUT_SECS).contains(&yield_after_seconds) {
+        Ok(Duration::from_secs(yield_after_seconds))
+    } else {
+        Err(FsError::invalid(format!(
+            "yield_after_seconds must be between 1 and {MAX_TIMEOUT_SECS}, not {yield_after_seconds}."
+        )))
+    }
+}
+
+/// Where a yielding run goes on: whose session it becomes, and when.
+pub(crate) struct YieldTo {
+    pub(crate) sessions: Sessions,
+    pub(crate) owner: Owner,
+    pub(crate) after: Duration,
+}
+
 /// Runs one command to its end, its timeout or its cancellation, and
 /// returns only when every process of its tree is gone (see the crate
 /// docs). Dropping the future, or firing `cancel`, kills the tree too: the
@@ -157,6 +206,18 @@ pub async fn run(
     spec: CommandSpec,
     cancel: &CancellationToken,
     progress: Option<ProgressFn>,
+) -> Result<Outcome, FsError> {
+    run_inner(spec, cancel, progress, None).await
+}
+
+/// [`run`], yielding to a session when `yield_to` says so: once yielded,
+/// `cancel` and dropping this future no longer reach the command (the
+/// session's close does).
+pub(crate) async fn run_inner(
+    spec: CommandSpec,
+    cancel: &CancellationToken,
+    progress: Option<ProgressFn>,
+    yield_to: Option<YieldTo>,
 ) -> Result<Outcome, FsError> {
     let timeout = check_timeout(spec.timeout_seconds)?;
     if spec.command.contains('\0') {
@@ -180,22 +241,41 @@ pub async fn run(
     else {
         return Err(FsError::new(ErrorCode::InternalError, "Could not start the command."));
     };
-    let token = cancel.child_token();
+    // Not a child of `cancel`: linked below only until the command yields.
+    let token = CancellationToken::new();
     // Fires `token` if this future is dropped before the task is done.
     let guard = token.clone().drop_guard();
+    let (yielded_tx, mut yielded_rx) = tokio::sync::oneshot::channel();
+    let merged = yield_to.as_ref().map(|to| (Shared::new(), to.sessions.buffer_cap()));
     let task = Drive {
         spawned,
         stdout: Box::new(stdout),
         stderr: Box::new(stderr),
         timeout,
         cap: spec.output_cap,
-        token,
+        token: token.clone(),
         progress,
         progress_interval: spec.progress_interval.max(Duration::from_millis(100)),
+        merged,
+        yield_to: yield_to.map(|to| (to, yielded_tx)),
     };
-    let result = tokio::spawn(task.run()).await;
+    let mut task = tokio::spawn(task.run());
+    let mut may_yield = true;
+    let result = loop {
+        tokio::select! {
+            // A yield wins over an end seen at the same time: the session
+            // exists then, and has the end.
+            biased;
+            y = &mut yielded_rx, if may_yield => match y {
+                Ok(outcome) => break Ok(outcome),
+                Err(_) => may_yield = false,
+            },
+            r = &mut task => break r.map_err(|e| internal("The command's task failed", e))?,
+            () = cancel.cancelled(), if !token.is_cancelled() => token.cancel(),
+        }
+    };
     drop(guard.disarm());
-    result.map_err(|e| internal("The command's task failed", e))?
+    result
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -209,16 +289,32 @@ struct Drive {
     token: CancellationToken,
     progress: Option<ProgressFn>,
     progress_interval: Duration,
+    /// Both streams merged, with the buffer cap (a yielding run only).
+    merged: Option<(Arc<Shared>, usize)>,
+    /// Whose session it becomes, and where to send the yielded answer.
+    yield_to: Option<(YieldTo, tokio::sync::oneshot::Sender<Outcome>)>,
 }
 
 /// Reads a stream to its end into a shared capped sink (shared so that what
-/// was read survives an abort).
-async fn drain(mut r: Reader, sink: Arc<Mutex<CappedText>>) {
+/// was read survives an abort) and the merged buffer, if any. The buffer's
+/// lock is taken first, so that a snapshot under it sees both alike.
+async fn drain(mut r: Reader, sink: Arc<Mutex<CappedText>>, merged: Option<(Arc<Shared>, usize)>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => sink.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]),
+            Ok(n) => {
+                let buffer = merged.as_ref().map(|(shared, cap)| {
+                    let mut b = shared.lock();
+                    b.append(&buf[..n], *cap);
+                    b
+                });
+                sink.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]);
+                drop(buffer);
+                if let Some((shared, _)) = &merged {
+                    shared.bump();
+                }
+            }
         }
     }
 }
@@ -228,10 +324,49 @@ fn take(sink: &Mutex<CappedText>) -> (String, bool) {
     std::mem::replace(&mut *g, CappedText::new(0)).finish()
 }
 
+fn peek(sink: &Mutex<CappedText>) -> (String, bool) {
+    sink.lock().unwrap_or_else(PoisonError::into_inner).snapshot()
+}
+
+/// Registers the running command as a session of `to.owner` and returns the
+/// yielded answer; `None` when the owner has no room (the run goes on).
+fn yield_now(
+    to: &YieldTo,
+    shared: &Arc<Shared>,
+    token: &CancellationToken,
+    out: &Mutex<CappedText>,
+    err: &Mutex<CappedText>,
+) -> Option<Outcome> {
+    let (next_offset, (stdout, out_trunc), (stderr, err_trunc)) = {
+        let b = shared.lock();
+        (b.end(), peek(out), peek(err))
+    };
+    let session_id = to.sessions.adopt(&to.owner, shared.clone(), token.clone()).ok()?;
+    Some(Outcome {
+        stdout,
+        stderr,
+        output_truncated: out_trunc || err_trunc,
+        running: true,
+        session_id: Some(session_id),
+        next_offset: Some(next_offset),
+        ..Outcome::default()
+    })
+}
+
 impl Drive {
     async fn run(self) -> Result<Outcome, FsError> {
-        let Drive { spawned, stdout, stderr, timeout, cap, token, progress, progress_interval } =
-            self;
+        let Drive {
+            spawned,
+            stdout,
+            stderr,
+            timeout,
+            cap,
+            token,
+            mut progress,
+            progress_interval,
+            merged,
+            mut yield_to,
+        } = self;
         let crate::spawn::Spawned { mut child, control, tmp } = spawned;
         let supervisor_pid = child.id();
         let (ctl_r, ctl_w) = control.into_split();
@@ -241,8 +376,8 @@ impl Drive {
 
         let out_sink = Arc::new(Mutex::new(CappedText::new(cap)));
         let err_sink = Arc::new(Mutex::new(CappedText::new(cap)));
-        let mut out_task = tokio::spawn(drain(stdout, out_sink.clone()));
-        let mut err_task = tokio::spawn(drain(stderr, err_sink.clone()));
+        let mut out_task = tokio::spawn(drain(stdout, out_sink.clone(), merged.clone()));
+        let mut err_task = tokio::spawn(drain(stderr, err_sink.clone(), merged.clone()));
 
         let start = Instant::now();
         let deadline = tokio::time::sleep(timeout);
@@ -257,6 +392,11 @@ impl Drive {
         let escalate = tokio::time::sleep(FAR);
         tokio::pin!(escalate);
         let mut escalation = 0u8;
+        // A yield point at or after the timeout never comes: the command
+        // ends there anyway.
+        let yield_after = yield_to.as_ref().map_or(FAR, |(to, _)| to.after);
+        let yield_at = tokio::time::sleep(if yield_after < timeout { yield_after } else { FAR });
+        tokio::pin!(yield_at);
 
         let mut line: Option<Vec<u8>> = None;
         let mut exited: Option<Option<std::process::ExitStatus>> = None;
@@ -275,6 +415,15 @@ impl Drive {
                     cancelled = true;
                     ctl_w = None;
                     escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
+                }
+                () = &mut yield_at, if yield_to.is_some() && ctl_w.is_some() => {
+                    if let (Some((to, tx)), Some((shared, _))) = (yield_to.take(), &merged)
+                        && let Some(answer) = yield_now(&to, shared, &token, &out_sink, &err_sink)
+                        && tx.send(answer).is_ok()
+                    {
+                        // The call has answered: no progress for it any more.
+                        progress = None;
+                    }
                 }
                 _ = tick.tick(), if progress.is_some() && ctl_w.is_some() => {
                     if let Some(p) = &progress {
@@ -320,6 +469,14 @@ impl Drive {
         }
         let (stdout, out_trunc) = take(&out_sink);
         let (stderr, err_trunc) = take(&err_sink);
+        if let Some((shared, _)) = &merged {
+            {
+                let mut b = shared.lock();
+                b.ended = status;
+                b.exited = true;
+            }
+            shared.bump();
+        }
 
         drop(tmp);
         let Some(ended) = status else {
@@ -336,6 +493,7 @@ impl Drive {
             timed_out: timed_out && ended.exit_code().is_none(),
             output_truncated: out_trunc || err_trunc || !drained,
             cancelled,
+            ..Outcome::default()
         })
     }
 }

@@ -1,6 +1,11 @@
 //! Shell sessions: a long-lived `bash --noprofile --norc` per session,
 //! under the same supervisor as one-shot commands, its stdout and stderr
 //! merged into one buffer read at absolute byte offsets.
+//!
+//! A `bash` command still running at its yield point becomes a session too
+//! ([`Sessions::run`]): same owner rules, same registry and caps, read the
+//! same way, killed the same way (close, idle reaper, shutdown), but it
+//! takes no input and still ends at its own timeout.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -174,20 +179,20 @@ fn whole_seconds<S: serde::Serializer>(idle: &Duration, s: S) -> Result<S::Ok, S
 /// The output buffer and the end state, under one lock (so a waiter never
 /// misses the exit).
 #[derive(Debug, Default)]
-struct Buffer {
+pub(crate) struct Buffer {
     data: Vec<u8>,
     /// Absolute offset of `data[0]`.
     base: u64,
-    exited: bool,
-    ended: Option<Ended>,
+    pub(crate) exited: bool,
+    pub(crate) ended: Option<Ended>,
 }
 
 impl Buffer {
-    fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.base + self.data.len() as u64
     }
 
-    fn append(&mut self, bytes: &[u8], cap: usize) {
+    pub(crate) fn append(&mut self, bytes: &[u8], cap: usize) {
         self.data.extend_from_slice(bytes);
         if self.data.len() > cap {
             let mut cut = self.data.len() - cap;
@@ -261,17 +266,22 @@ fn complete_prefix(bytes: &[u8]) -> usize {
 }
 
 /// What a session's driver task and its readers share.
-struct Shared {
+pub(crate) struct Shared {
     buffer: Mutex<Buffer>,
     changed: watch::Sender<u64>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Buffer> {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self { buffer: Mutex::new(Buffer::default()), changed: watch::Sender::new(0) })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Buffer> {
         self.buffer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn bump(&self) {
+    /// Wakes the readers waiting for output or the end.
+    pub(crate) fn bump(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -281,9 +291,12 @@ struct Session {
     shared: Arc<Shared>,
     /// The server's end of the control channel: shell input goes here;
     /// dropping it (shutdown) makes the supervisor kill the whole tree.
+    /// `None` for a yielded command (its driver holds the channel).
     input: tokio::sync::Mutex<Option<OwnedWriteHalf>>,
+    /// A yielded `bash` command: it reads no input.
+    command: bool,
     /// Fired on close: interrupts a pending write, starts the driver's
-    /// escalation.
+    /// escalation (for a yielded command: its run's cancellation).
     stop: CancellationToken,
     last_used: Mutex<Instant>,
 }
@@ -407,6 +420,75 @@ impl Sessions {
         self.inner.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `SERVER_BUSY` when `owner` may not have one more session.
+    fn check_room(
+        &self,
+        map: &HashMap<String, Arc<Session>>,
+        owner: &Owner,
+    ) -> Result<(), FsError> {
+        let cfg = &self.inner.cfg;
+        if map.len() >= cfg.max_sessions
+            || map.values().filter(|s| s.owner == *owner).count() >= cfg.max_per_owner
+        {
+            return Err(FsError::new(
+                ErrorCode::ServerBusy,
+                "Too many shell sessions are open; close one first.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Output bytes kept per session.
+    pub(crate) fn buffer_cap(&self) -> usize {
+        self.inner.cfg.buffer_cap
+    }
+
+    /// Registers a running command (its output in `shared`, stopped by
+    /// firing `stop`) as a session of `owner`; `SERVER_BUSY` past the caps.
+    pub(crate) fn adopt(
+        &self,
+        owner: &Owner,
+        shared: Arc<Shared>,
+        stop: CancellationToken,
+    ) -> Result<String, FsError> {
+        let mut map = self.map();
+        self.check_room(&map, owner)?;
+        let id = new_id()?;
+        let session = Arc::new(Session {
+            owner: owner.clone(),
+            shared,
+            input: tokio::sync::Mutex::new(None),
+            command: true,
+            stop,
+            last_used: Mutex::new(Instant::now()),
+        });
+        map.insert(id.clone(), session);
+        Ok(id)
+    }
+
+    /// Runs a command like [`crate::run()`], except that one still running
+    /// after `yield_after` returns at once with `running: true`, its output
+    /// so far, a `session_id` and the `next_offset` where that output ends,
+    /// and goes on as a session of `owner` (see the module docs). The
+    /// session's output is stdout and stderr merged in arrival order from
+    /// the command's first byte (offset 0). When `owner` has no room for
+    /// one more session, the command does not yield and runs to its end.
+    pub async fn run(
+        &self,
+        owner: &Owner,
+        spec: crate::CommandSpec,
+        yield_after: Duration,
+        cancel: &CancellationToken,
+        progress: Option<crate::ProgressFn>,
+    ) -> Result<crate::Outcome, FsError> {
+        let to = crate::run::YieldTo {
+            sessions: self.clone(),
+            owner: owner.clone(),
+            after: yield_after,
+        };
+        crate::run::run_inner(spec, cancel, progress, Some(to)).await
+    }
+
     fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Session>, FsError> {
         let s = self.map().get(id).filter(|s| s.owner == *owner).cloned().ok_or_else(not_found)?;
         s.touch();
@@ -426,14 +508,7 @@ impl Sessions {
     ) -> Result<String, FsError> {
         let cfg = &self.inner.cfg;
         let mut map = self.map();
-        if map.len() >= cfg.max_sessions
-            || map.values().filter(|s| s.owner == *owner).count() >= cfg.max_per_owner
-        {
-            return Err(FsError::new(
-                ErrorCode::ServerBusy,
-                "Too many shell sessions are open; close one first.",
-            ));
-        }
+        self.check_room(&map, owner)?;
         let id = new_id()?;
         let (reader, writer) =
             std::io::pipe().map_err(|e| internal("Could not create the output pipe", e))?;
@@ -452,15 +527,13 @@ impl Sessions {
             .map_err(|e| internal("Could not read the shell's output", e))?;
         let crate::spawn::Spawned { mut child, control, tmp } = spawned;
         let (ctl_r, ctl_w) = control.into_split();
-        let shared = Arc::new(Shared {
-            buffer: Mutex::new(Buffer::default()),
-            changed: watch::Sender::new(0),
-        });
+        let shared = Shared::new();
         let stop = CancellationToken::new();
         let session = Arc::new(Session {
             owner: owner.clone(),
             shared: shared.clone(),
             input: tokio::sync::Mutex::new(Some(ctl_w)),
+            command: false,
             stop: stop.clone(),
             last_used: Mutex::new(Instant::now()),
         });
@@ -517,6 +590,11 @@ impl Sessions {
                 "The input is larger than {} bytes.",
                 self.inner.cfg.max_input
             )));
+        }
+        if s.command {
+            return Err(FsError::invalid(
+                "This session is a bash command that yielded; it reads no input. Read it with shell_read, stop it with shell_close.",
+            ));
         }
         if s.shared.lock().exited {
             return Err(FsError::invalid("The shell session has exited; close it."));

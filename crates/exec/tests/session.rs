@@ -328,3 +328,109 @@ async fn close_works_while_the_shell_does_not_read_its_input() {
     assert!(info.exited);
     assert_none(&t);
 }
+
+/// `while [ ! -e GATE ]`: a command that waits for the test, not a clock.
+fn wait_for(gate: &std::path::Path) -> String {
+    format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_yielded_command_goes_on_as_its_owner_s_session() {
+    let s = sessions(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("go");
+    let command = format!("echo first; echo oops >&2; {}; echo rest; exit 3", wait_for(&gate));
+    let cancel = CancellationToken::new();
+    let spec = common::spec(&command, dir.path());
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    assert!(out.running, "{out:?}");
+    assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("first\n", "oops\n"));
+    assert_eq!((out.exit_code, out.next_offset), (None, Some(11)));
+    let id = out.session_id.clone().unwrap();
+    // The call's cancellation no longer reaches it once it has yielded.
+    cancel.cancel();
+    // Not another owner's, and it takes no input.
+    let other = Owner::new("other");
+    let unknown = s.read(&me(), &"0".repeat(32), 0, 0, &cancel).await.unwrap_err();
+    assert_eq!(s.read(&other, &id, 0, 0, &cancel).await.unwrap_err(), unknown);
+    assert_eq!(s.close(&other, &id).await.unwrap_err(), unknown);
+    let e = s.write(&me(), &id, "echo x\n").await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument);
+    assert_eq!(s.list(&me()).len(), 1);
+    std::fs::write(&gate, "").unwrap();
+    let (text, r) = read_until(&s, &id, 11, "never printed").await;
+    assert_eq!(text, "rest\n");
+    assert_eq!((r.exited, r.exit_code, r.signal), (true, Some(3), None));
+    // Offset 0 is the command's first byte: both streams, merged.
+    let all = s.read(&me(), &id, 0, 0, &CancellationToken::new()).await.unwrap();
+    assert_eq!((all.output.len(), all.next_offset), (16, 16));
+    s.close(&me(), &id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_yielded_command_still_times_out_and_leaves_nothing() {
+    let t = tag();
+    let s = sessions(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = common::spec(&format!("sleep 300.{t} & setsid sleep 300.{t}"), dir.path());
+    spec.timeout_seconds = 2;
+    let cancel = CancellationToken::new();
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    assert!(out.running, "{out:?}");
+    let id = out.session_id.unwrap();
+    let (_, r) = read_until(&s, &id, 0, "never printed").await;
+    assert_eq!((r.exited, r.exit_code, r.signal.as_deref()), (true, None, Some("SIGKILL")));
+    assert_none(&t);
+    s.close(&me(), &id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closing_or_dropping_a_yielded_command_kills_its_tree() {
+    let s = sessions(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let t = tag();
+    let spec = common::spec(&format!("sleep 300.{t} & setsid sleep 300.{t}"), dir.path());
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    let id = out.session_id.unwrap();
+    wait_alive(&t).await;
+    let info = s.close(&me(), &id).await.unwrap();
+    assert!(info.exited && info.signal.is_some(), "{info:?}");
+    assert_none(&t);
+    // The registry going away (shutdown) kills a yielded command too.
+    let t = tag();
+    let spec = common::spec(&format!("sleep 300.{t}"), dir.path());
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    assert!(out.running);
+    wait_alive(&t).await;
+    drop(s);
+    wait_gone(&t).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_room_for_a_session_a_command_runs_to_its_end() {
+    let s = sessions(|c| c.max_per_owner = 1);
+    let dir = tempfile::tempdir().unwrap();
+    let shell = s.open(&me(), dir.path(), None).unwrap();
+    let cancel = CancellationToken::new();
+    // Outlasts the yield point by a second (a command's own clock).
+    let spec = common::spec("sleep 2; echo done", dir.path());
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    assert_eq!((out.running, out.exit_code, out.stdout.as_str()), (false, Some(0), "done\n"));
+    assert_eq!(out.session_id, None);
+    s.close(&me(), &shell).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_yield_point_at_the_timeout_never_comes() {
+    let t = tag();
+    let s = sessions(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = common::spec(&format!("sleep 300.{t}"), dir.path());
+    spec.timeout_seconds = 1;
+    let cancel = CancellationToken::new();
+    let out = s.run(&me(), spec, Duration::from_secs(1), &cancel, None).await.unwrap();
+    assert_eq!((out.running, out.timed_out, out.session_id), (false, true, None));
+    assert!(s.list(&me()).is_empty());
+    assert_none(&t);
+}

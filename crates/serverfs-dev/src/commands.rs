@@ -12,6 +12,14 @@
 //! Sessions belong to their owner: over stdio the connection, over HTTP
 //! the authenticated principal when there is one, else the session id
 //! itself is the capability.
+//!
+//! A `bash` command still running at `yield_after_seconds` answers with its
+//! output so far and goes on as a session of the caller. It moves from the
+//! `bash` cap to the session caps at that point: its `bash` slot is freed
+//! when the call answers, and it counts as one of the owner's sessions
+//! until closed or reaped (when the owner has none left, it does not yield
+//! and keeps its slot to the end). Running commands are thus bounded by
+//! the `bash` cap plus the session caps.
 
 use std::time::Instant;
 
@@ -86,10 +94,12 @@ impl Commands {
         tracing::info!(event = "command", principal, tool, command, status, duration_ms);
     }
 
-    /// Runs `args.command` in its workdir (located in `root`).
+    /// Runs `args.command` in its workdir (located in `root`); one still
+    /// running at its yield point goes on as a session of `owner`.
     pub async fn bash(
         &self,
         root: &Root,
+        owner: &Owner,
         args: BashArgs,
         cancel: &CancellationToken,
         progress: Option<ProgressFn>,
@@ -97,6 +107,9 @@ impl Commands {
         self.policy.check(&args.command)?;
         let timeout_seconds = args.timeout_seconds.unwrap_or(serverfs_exec::DEFAULT_TIMEOUT_SECS);
         serverfs_exec::check_timeout(timeout_seconds)?;
+        let yield_after = serverfs_exec::check_yield(
+            args.yield_after_seconds.unwrap_or(serverfs_exec::DEFAULT_YIELD_SECS),
+        )?;
         let _slot = self.limiter.acquire().await?;
         // Kept open until the command has started in it.
         let workdir = root.walk_root(&root.locate(&args.workdir)?)?;
@@ -104,7 +117,7 @@ impl Commands {
         spec.env = self.env.clone();
         spec.timeout_seconds = timeout_seconds;
         spec.sandbox = self.sandbox.clone();
-        let outcome = serverfs_exec::run(spec, cancel, progress).await?;
+        let outcome = self.sessions.run(owner, spec, yield_after, cancel, progress).await?;
         drop(workdir);
         Ok(outcome)
     }
@@ -171,6 +184,7 @@ pub trait Audited {
 impl Audited for Outcome {
     fn status(&self) -> String {
         match (self.exit_code, &self.signal, self.timed_out) {
+            _ if self.running => "running".to_owned(),
             (_, _, true) => "timed out".to_owned(),
             (Some(code), _, _) => format!("exit {code}"),
             (None, Some(signal), _) => signal.clone(),
@@ -210,6 +224,10 @@ pub struct BashArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 600))]
     pub timeout_seconds: Option<u64>,
+    /// Seconds after which a command still running answers with its output so far and goes on as a shell session (1 to 600, default 30; only below timeout_seconds, so a longer command also needs a longer timeout_seconds).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 600))]
+    pub yield_after_seconds: Option<u64>,
 }
 
 fn dot() -> String {

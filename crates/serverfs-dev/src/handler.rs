@@ -292,7 +292,7 @@ impl DevServer {
 #[tool_router(router = commands_router)]
 impl DevServer {
     #[tool(
-        description = "Run a command line with bash (bash --noprofile --norc -c) in a directory of the project (workdir, default the root), with a minimal environment (PATH, HOME, LANG, TMPDIR). Each call is a fresh shell: cd and export do not carry over. When it ends, times out (timeout_seconds, 1-600, default 30) or is cancelled, everything it started is killed, background jobs included. Returns exit_code (null when killed by a signal), stdout and stderr (first 16,000 characters each). A non-zero exit is a result, not an error.",
+        description = "Run a command line with bash (bash --noprofile --norc -c) in a directory of the project (workdir, default the root), with a minimal environment (PATH, HOME, LANG, TMPDIR). Each call is a fresh shell: cd and export do not carry over. When it ends, times out (timeout_seconds, 1-600, default 30) or is cancelled, everything it started is killed, background jobs included. Returns exit_code (null when killed by a signal), stdout and stderr (first 16,000 characters each). A non-zero exit is a result, not an error. Still running after yield_after_seconds (1-600, default 30; only when below timeout_seconds), it answers running: true with its output so far, a session_id and next_offset, and goes on as your shell session under its timeout: shell_read(session_id, offset=next_offset) until exited gives the rest (stdout and stderr merged; offset 0 is its first byte), shell_close stops it.",
         input_schema = input_schema::<BashArgs>(),
         output_schema = output_schema::<Outcome>(),
         title = "Run bash",
@@ -313,10 +313,10 @@ impl DevServer {
         });
         let ct = &context.ct;
         let (started, command) = (std::time::Instant::now(), args.command.clone());
-        let work = self.commands.bash(self.project.root(), args, ct, progress);
+        let caller = self.owner.of(&context.extensions);
+        let work = self.commands.bash(self.project.root(), &caller.owner, args, ct, progress);
         let outcome = logged(call, ct, work).await;
-        let who = self.owner.of(&context.extensions).principal;
-        self.commands.audit(&who, "bash", &command, &outcome, started);
+        self.commands.audit(&caller.principal, "bash", &command, &outcome, started);
         self.runner.answer(outcome)
     }
 

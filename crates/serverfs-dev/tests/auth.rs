@@ -122,5 +122,15 @@ async fn access_users_own_their_sessions() {
     }
     let (_, closed) = call(&server.url, &as_alice, "shell_close", json!({"session_id": id})).await;
     assert_eq!(closed["result"]["isError"], false, "{closed}");
+    // A bash command that yielded is alice's session too.
+    let args = json!({"command": "sleep 60", "yield_after_seconds": 1});
+    let (_, ran) = call(&server.url, &as_alice, "bash", args).await;
+    let id = ran["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
+    for tool in ["shell_read", "shell_close"] {
+        let (_, answer) = call(&server.url, &as_bob, tool, json!({"session_id": id})).await;
+        assert_eq!(answer["result"]["isError"], true, "bob reached alice's command: {answer}");
+    }
+    let (_, closed) = call(&server.url, &as_alice, "shell_close", json!({"session_id": id})).await;
+    assert_eq!(closed["result"]["isError"], false, "{closed}");
     assert!(jwks.fetches() >= 1);
 }

@@ -355,3 +355,117 @@ fn a_long_command_reports_progress_over_stdio() {
     );
     server.finish();
 }
+
+/// Reads a session from `offset` until it has exited: (output, last answer).
+async fn read_to_exit(client: &common::Client, id: &str, mut offset: u64) -> (String, Value) {
+    let mut out = String::new();
+    loop {
+        let v =
+            ok(client, "shell_read", json!({"session_id": id, "offset": offset, "wait_ms": 5000}))
+                .await;
+        out.push_str(v["output"].as_str().unwrap());
+        offset = v["next_offset"].as_u64().unwrap();
+        if v["exited"] == true && v["more"] == false {
+            return (out, v);
+        }
+    }
+}
+
+/// A command that prints, then waits for the file `go` in the root (the
+/// test's event, not a clock), then prints again and exits 3.
+const GATED: &str =
+    "echo first; echo oops >&2; while [ ! -e go ]; do sleep 0.05; done; echo rest; exit 3";
+
+/// The yielded answer of `GATED`, checked; returns the session id.
+fn check_yielded(v: &Value) -> String {
+    assert_eq!(v["running"], true, "{v}");
+    assert_eq!((v["stdout"].as_str(), v["stderr"].as_str()), (Some("first\n"), Some("oops\n")));
+    assert_eq!((v["exit_code"].clone(), v["next_offset"].clone()), (Value::Null, json!(11)));
+    let id = v["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(id.len(), 32);
+    id
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_bash_call_yields_and_goes_on_as_the_caller_s_session() {
+    use rmcp::model::CallToolRequestParams;
+    let p = Project::new();
+    let client = p.stdio_client().await;
+    let args = json!({"command": GATED, "yield_after_seconds": 1});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("bash").with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let v = result.structured_content.clone().unwrap();
+    let id = check_yielded(&v);
+    let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
+    let hint = format!(
+        "[still running as session {id}; read more with shell_read(session_id={id}, offset=11)]"
+    );
+    assert!(text.as_str().unwrap().contains(&hint), "{text}");
+    assert_eq!(ok(&client, "shell_list", json!({})).await["sessions"][0]["session_id"], id);
+    let write = json!({"session_id": id, "input": "echo more\n"});
+    assert_eq!(error_code(&client, "shell_write", write, p.dir.path()).await, "INVALID_ARGUMENT");
+    std::fs::write(p.path("go"), "").unwrap();
+    let (rest, end) = read_to_exit(&client, &id, 11).await;
+    assert_eq!(rest, "rest\n");
+    assert_eq!(end["exit_code"], 3, "{end}");
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+
+    // One that ends first answers as before: no new field.
+    let v = ok(&client, "bash", json!({"command": "echo quick", "yield_after_seconds": 1})).await;
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["exit_code", "output_truncated", "stderr", "stdout", "timed_out"], "{v}");
+    for bad in [0, 601] {
+        let args = json!({"command": "true", "yield_after_seconds": bad});
+        assert_eq!(error_code(&client, "bash", args, p.dir.path()).await, "INVALID_ARGUMENT");
+    }
+
+    // Its own timeout still kills it, tree and all.
+    let t = tag();
+    let command = format!("sleep {t} & setsid sleep {t}");
+    let args = json!({"command": command, "yield_after_seconds": 1, "timeout_seconds": 2});
+    let v = ok(&client, "bash", args).await;
+    assert_eq!(v["running"], true, "{v}");
+    let (_, end) = read_to_exit(&client, v["session_id"].as_str().unwrap(), 0).await;
+    assert_eq!((end["exit_code"].clone(), end["signal"].clone()), (Value::Null, json!("SIGKILL")));
+    assert_none_survive(&t);
+
+    // shell_close kills it, tree and all.
+    let t = tag();
+    let args =
+        json!({"command": format!("sleep {t} & setsid sleep {t}"), "yield_after_seconds": 1});
+    let v = ok(&client, "bash", args).await;
+    wait_until_running(&t);
+    ok(&client, "shell_close", json!({"session_id": v["session_id"]})).await;
+    assert_none_survive(&t);
+
+    // So does its owner's disconnect (the stdio server exits).
+    let t = tag();
+    let args = json!({"command": format!("sleep {t} & sleep {t}"), "yield_after_seconds": 1});
+    assert_eq!(ok(&client, "bash", args).await["running"], true);
+    wait_until_running(&t);
+    client.cancel().await.unwrap();
+    assert_none_survive(&t);
+}
+
+/// The case: a client that gives up at 60 s runs a command allowed
+/// 120 s over HTTP. The first call answers at the default yield point
+/// (30 s), well inside the client's patience; polling gets the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_a_command_longer_than_the_client_waits_is_polled_to_its_end() {
+    let p = Project::new();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let started = Instant::now();
+    let v = ok(&client, "bash", json!({"command": GATED, "timeout_seconds": 120})).await;
+    assert!(started.elapsed() < Duration::from_secs(55), "answered after {:?}", started.elapsed());
+    let id = check_yielded(&v);
+    std::fs::write(p.path("go"), "").unwrap();
+    let (rest, end) = read_to_exit(&client, &id, 11).await;
+    assert_eq!((rest.as_str(), end["exit_code"].clone()), ("rest\n", json!(3)), "{end}");
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    client.cancel().await.unwrap();
+}

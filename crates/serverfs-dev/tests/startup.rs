@@ -59,8 +59,8 @@ fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
     assert_eq!(starting["transport"], "http", "{starting}");
 }
 
-/// Runs bash and one shell_write over stdio (`env` added), then ends the
-/// server; its log lines.
+/// Runs bash, one shell_write and a bash that yields over stdio (`env`
+/// added), then ends the server; its log lines.
 fn commands_logged(p: &Project, env: &[(&str, &str)]) -> Vec<Value> {
     use std::io::{BufRead, Write};
     let mut child = p
@@ -94,6 +94,9 @@ fn commands_logged(p: &Project, env: &[(&str, &str)]) -> Vec<Value> {
     let opened = answer(call(3, "shell_open", serde_json::json!({})));
     let session = opened["result"]["structuredContent"]["session_id"].clone();
     answer(call(4, "shell_write", serde_json::json!({"session_id": session, "input": "true\n"})));
+    let args = serde_json::json!({"command": "sleep 120", "yield_after_seconds": 1, "timeout_seconds": 100});
+    let yielded = answer(call(5, "bash", args));
+    assert_eq!(yielded["result"]["structuredContent"]["running"], true, "{yielded}");
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -105,7 +108,7 @@ fn every_command_leaves_one_audit_line() {
     let p = Project::new();
     let lines = commands_logged(&p, &[]);
     let audit: Vec<&Value> = lines.iter().filter(|v| v["event"] == "command").collect();
-    assert_eq!(audit.len(), 2, "{lines:?}");
+    assert_eq!(audit.len(), 3, "{lines:?}");
     assert_eq!(audit[0]["level"], "INFO");
     assert_eq!(audit[0]["tool"], "bash");
     assert_eq!(audit[0]["principal"], "stdio");
@@ -115,11 +118,15 @@ fn every_command_leaves_one_audit_line() {
     assert_eq!(audit[1]["tool"], "shell_write");
     assert_eq!(audit[1]["command"], "true\n");
     assert_eq!(audit[1]["status"], "written");
+    assert_eq!(
+        (audit[2]["tool"].as_str(), audit[2]["status"].as_str()),
+        (Some("bash"), Some("running"))
+    );
 
     // The operator may leave the command text out; the rest stays.
     let lines = commands_logged(&p, &[("SERVERFS_AUDIT_COMMAND_TEXT", "false")]);
     let audit: Vec<&Value> = lines.iter().filter(|v| v["event"] == "command").collect();
-    assert_eq!(audit.len(), 2, "{lines:?}");
+    assert_eq!(audit.len(), 3, "{lines:?}");
     for line in audit {
         assert!(line.get("command").is_none(), "{line}");
         assert!(line["status"].is_string() && line["principal"] == "stdio", "{line}");

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{alive_with, assert_none, spec, supervisor, tag, wait_alive};
+use common::{alive_with, assert_none, spec, supervisor, tag, wait_alive, wait_gone};
 use serverfs_exec::{Outcome, Owner, SandboxConfig, SessionConfig, Sessions, run};
 use tokio_util::sync::CancellationToken;
 
@@ -125,6 +125,12 @@ async fn cross_session(sandboxed: bool) -> (String, String, bool) {
         b_out.push_str(&r.output);
     }
     let a_out = sessions.read(&owner, &a, 0, 0, &cancel).await.unwrap().output;
+    if !sandboxed {
+        // B's `kill -9` returns before the victim has left /proc: wait for
+        // that (bounded; it fails the control if the kill did not land).
+        // With the sandbox the kill is refused (k=1) and nothing is pending.
+        wait_gone(&format!("300.{t}")).await;
+    }
     let victim_alive = !alive_with(&format!("300.{t}")).is_empty();
     sessions.close_all().await;
     assert_none(&t);

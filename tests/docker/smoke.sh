@@ -346,6 +346,18 @@ if [ "$probe_rc" -ne 0 ] && [ "$probe_fail" -eq 0 ]; then
   fail "probe exited $probe_rc" "$probe_out"
 fi
 
+log "one MCP call into Compose, as the README shows it (the binary over stdio in the same container)"
+readme_call=$(printf '%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_workdirs","arguments":{}}}' |
+  compose exec -T serverfs-mcp /serverfs-mcp --stdio 2>/dev/null)
+if grep -q '"id":2' <<<"$readme_call" && grep -q '"alias":"test"' <<<"$readme_call"; then
+  pass "README: docker compose exec -T serverfs-mcp /serverfs-mcp --stdio answers list_workdirs"
+else
+  fail "README: docker compose exec -T serverfs-mcp /serverfs-mcp --stdio answers list_workdirs" "$readme_call"
+fi
+
 log "logs"
 logs=$(compose logs --no-color serverfs-mcp 2>&1)
 if grep -qF -e "$fixture" -e sk-smoke -e SMOKE-SECRET <<<"$logs"; then

@@ -104,7 +104,7 @@ mod tests {
         };
         let yielded = Outcome { signal: None, timed_out: false, ..yielded };
         assert_eq!(
-            text(&yielded),
+            yielded.rendered(None),
             "first\n[still running as session ab12; read more with shell_read(session_id=ab12, offset=6)]\n"
         );
     }

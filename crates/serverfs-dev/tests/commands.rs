@@ -107,23 +107,10 @@ async fn bash_results_and_nothing_survives_a_call() {
 /// anyone): as `nobody` through `setpriv` when the test runs as root.
 #[tokio::test]
 async fn the_server_s_secrets_do_not_reach_commands() {
-    use std::os::unix::fs::PermissionsExt;
     let p = Project::new();
     let as_root = rustix_euid_is_root();
-    if as_root {
-        for dir in [p.dir.path().to_path_buf(), p.root(), p.root().join("src")] {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        }
-    }
-    let server = p.command();
-    let mut cmd = if as_root {
-        let mut wrapped = tokio::process::Command::new("setpriv");
-        wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", p.dir.path());
-        wrapped
-    } else {
-        tokio::process::Command::from(server)
-    };
+    let mut cmd =
+        if as_root { p.command_as_nobody() } else { tokio::process::Command::from(p.command()) };
     cmd.arg("--stdio")
         .env("SERVERFS_TOKEN", "fake-secret-token-0123456789abcdef")
         .env("OTHER_SECRET", "s3cr3t")

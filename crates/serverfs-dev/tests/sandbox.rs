@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -47,18 +46,8 @@ fn assert_none(needle: &str) {
 
 /// A stdio client of the server with `args`, as `nobody` when `nobody`.
 async fn start(p: &Project, nobody: bool, args: &[&str]) -> Client {
-    let server = p.command();
-    let mut cmd = if nobody {
-        for dir in [p.dir.path().to_path_buf(), p.root(), p.root().join("src")] {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        }
-        let mut wrapped = tokio::process::Command::new("setpriv");
-        wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", p.dir.path());
-        wrapped
-    } else {
-        tokio::process::Command::from(server)
-    };
+    let mut cmd =
+        if nobody { p.command_as_nobody() } else { tokio::process::Command::from(p.command()) };
     cmd.arg("--stdio").args(args).stderr(Stdio::null());
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
     rmcp::service::serve_client_with_lifecycle(

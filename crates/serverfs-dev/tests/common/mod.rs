@@ -70,6 +70,21 @@ impl Project {
         cmd
     }
 
+    /// [`Project::command`] run as `nobody` (uid and gid 65534, no
+    /// groups) through `setpriv`, with HOME in the test's directory, which
+    /// (with the root and `src/`) is opened up to that user.
+    pub fn command_as_nobody(&self) -> tokio::process::Command {
+        use std::os::unix::fs::PermissionsExt;
+        for dir in [self.dir.path().to_path_buf(), self.root(), self.root().join("src")] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let server = self.command();
+        let mut wrapped = tokio::process::Command::new("setpriv");
+        wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", self.dir.path());
+        wrapped
+    }
+
     /// A client of a fresh server over stdio.
     pub async fn stdio_client(&self) -> Client {
         let mut cmd = tokio::process::Command::from(self.command());

@@ -29,13 +29,21 @@ fuzz_target!(|data: &[u8]| {
     let result = plan_update(file, hunks, "f");
     assert_eq!(plan_update(file, hunks, "f"), result, "not deterministic");
 
+    // The planner retries a hunk it cannot find without its trailing blank
+    // context lines (the blank line models leave before `*** End Patch`).
+    // The identity edit turns `-` lines into context and drops `+` lines,
+    // so that retry can apply to it and not to the original (or trim more):
+    // the property holds for hunks whose trailing blank run is the same in
+    // both (found by this target).
     let identity: Vec<Hunk> = hunks.iter().map(identity).collect();
     let same = plan_update(file, &identity, "f");
-    assert_eq!(
-        same.as_ref().map(|p| &p.hunks),
-        result.as_ref().map(|p| &p.hunks),
-        "the identity edit matched differently"
-    );
+    if hunks.iter().zip(&identity).all(|(h, i)| trailing_blank(h) == trailing_blank(i)) {
+        assert_eq!(
+            same.as_ref().map(|p| &p.hunks),
+            result.as_ref().map(|p| &p.hunks),
+            "the identity edit matched differently"
+        );
+    }
     if let Ok(same) = &same {
         assert_eq!(same.bytes, file, "the identity edit changed the file");
     }
@@ -66,7 +74,16 @@ fuzz_target!(|data: &[u8]| {
                     HunkLine::Add(_) => (r, a + 1),
                     HunkLine::Context(_) => (r, a),
                 });
-            assert_eq!(line_count(new), old_count - removed + added, "{old:?} -> {new:?}");
+            // A file without a final newline keeps that state: when its new
+            // last line is an added empty one, that line has no newline and
+            // so is not counted as a line (found by this target).
+            let expected = old_count - removed + added;
+            let empty_last = !old.is_empty() && !old.ends_with('\n') && new.ends_with('\n');
+            let counted = line_count(new);
+            assert!(
+                counted == expected || (empty_last && counted + 1 == expected),
+                "{old:?} -> {new:?}: {counted} lines, {expected} expected"
+            );
         }
         Err(e) => {
             assert!(!e.message().contains('\n'), "{e}");
@@ -76,8 +93,7 @@ fuzz_target!(|data: &[u8]| {
                 encoding
                     || matches!(
                         e.code(),
-                        ErrorCode::PatchContextNotFound
-                            | ErrorCode::PatchContextAmbiguous
+                        ErrorCode::PatchContextNotFound | ErrorCode::PatchContextAmbiguous
                     ),
                 "{e}"
             );
@@ -96,6 +112,16 @@ fn identity(hunk: &Hunk) -> Hunk {
         })
         .collect();
     Hunk { lines, ..hunk.clone() }
+}
+
+/// How many empty context lines end the hunk (what the planner's retry
+/// drops).
+fn trailing_blank(hunk: &Hunk) -> usize {
+    hunk.lines
+        .iter()
+        .rev()
+        .take_while(|l| matches!(l, HunkLine::Context(t) if t.is_empty()))
+        .count()
 }
 
 /// Lines as the planner counts them: one per `\n`, plus a last line

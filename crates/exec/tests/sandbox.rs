@@ -10,10 +10,10 @@ use common::{alive_with, assert_none, spec, supervisor, tag, wait_alive, wait_go
 use serverfs_exec::{Outcome, Owner, SandboxConfig, SessionConfig, Sessions, run};
 use tokio_util::sync::CancellationToken;
 
-/// A directory outside /tmp (which commands may write to): below the
-/// target directory.
+/// A directory outside /tmp (which commands may write to), wherever the
+/// checkout is.
 fn outside_tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"))
 }
 
 async fn go(command: &str, root: &Path, sandbox: Option<SandboxConfig>) -> Outcome {

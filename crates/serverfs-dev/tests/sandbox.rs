@@ -126,8 +126,9 @@ async fn forged_status_as_nobody() {
 #[tokio::test]
 async fn writes_outside_the_root_are_refused_inside_work() {
     let p = Project::new();
-    // Outside the root and outside /tmp (where commands may write).
-    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside the root and outside /tmp (where commands may write), even
+    // when the checkout itself is below /tmp.
+    let elsewhere = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
     let victim = elsewhere.path().join("victim");
     let command = format!(
         "echo x > {v}; echo r=$?; echo y > inside; echo t > \"$TMPDIR/t\" && echo tmp=ok",

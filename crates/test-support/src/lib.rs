@@ -123,3 +123,23 @@ pub fn pids_with(needle: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A fresh directory outside `/tmp` (where sandboxed commands may write):
+/// the first of `preferred` (a test's `CARGO_TARGET_TMPDIR`), `/var/tmp`
+/// and `$HOME` that is not below `/tmp` — a checkout may itself live there.
+///
+/// # Panics
+/// When none of them can hold a temporary directory.
+pub fn dir_outside_tmp(preferred: &str) -> tempfile::TempDir {
+    let candidates = [
+        Some(std::path::PathBuf::from(preferred)),
+        Some("/var/tmp".into()),
+        std::env::var_os("HOME").map(std::path::PathBuf::from),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .filter(|dir| !dir.starts_with("/tmp"))
+        .find_map(|dir| tempfile::tempdir_in(dir).ok())
+        .expect("a directory outside /tmp to write test files in")
+}

@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::Project;
+use common::{Project, RawStdio};
 use serde_json::Value;
 
 fn log_lines(stderr: &[u8]) -> Vec<Value> {
@@ -62,30 +62,10 @@ fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
 /// Runs bash, one shell_write and a bash that yields over stdio (`env`
 /// added), then ends the server; its log lines.
 fn commands_logged(p: &Project, env: &[(&str, &str)]) -> Vec<Value> {
-    use std::io::{BufRead, Write};
-    let mut child = p
-        .command()
-        .arg("--stdio")
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = |message: Value| -> Value {
-        writeln!(stdin, "{message}").unwrap();
-        let id = message["id"].clone();
-        loop {
-            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    };
-    answer(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    let mut cmd = p.command();
+    cmd.envs(env.iter().copied()).stderr(Stdio::piped());
+    let mut raw = RawStdio::spawn(cmd);
+    let mut answer = |message: Value| raw.call(message);
     let call = |id: u32, name: &str, arguments: Value| {
         serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": name, "arguments": arguments}})
@@ -97,8 +77,7 @@ fn commands_logged(p: &Project, env: &[(&str, &str)]) -> Vec<Value> {
     let args = serde_json::json!({"command": "sleep 120", "yield_after_seconds": 1, "timeout_seconds": 100});
     let yielded = answer(call(5, "bash", args));
     assert_eq!(yielded["result"]["structuredContent"]["running"], true, "{yielded}");
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = raw.end().wait_with_output().unwrap();
     assert!(out.status.success());
     log_lines(&out.stderr)
 }

@@ -161,14 +161,16 @@ pub struct RawStdio {
 
 impl RawStdio {
     pub fn start(project: &Project) -> Self {
-        let mut child = project
-            .command()
-            .arg("--stdio")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut cmd = project.command();
+        cmd.stderr(Stdio::null());
+        Self::spawn(cmd)
+    }
+
+    /// `cmd` (a [`Project::command`], its stderr as the caller set it)
+    /// over stdio, initialized.
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child =
+            cmd.arg("--stdio").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut raw = Self { child, stdin, lines };
@@ -188,6 +190,25 @@ impl RawStdio {
     pub fn next(&mut self) -> Value {
         let line = self.lines.next().expect("the server answered").unwrap();
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// Sends a request and returns the answer with its id (other
+    /// messages in between are skipped).
+    pub fn call(&mut self, message: Value) -> Value {
+        self.send(message.clone());
+        loop {
+            let v = self.next();
+            if v["id"] == message["id"] {
+                return v;
+            }
+        }
+    }
+
+    /// Closes stdin (the server then ends) and hands back the child.
+    pub fn end(self) -> Child {
+        let Self { child, stdin, .. } = self;
+        drop(stdin);
+        child
     }
 
     /// Closes stdin and waits: the server must exit 0.

@@ -339,7 +339,7 @@ fn yield_now(
 ) -> Option<Outcome> {
     let (next_offset, (stdout, out_trunc), (stderr, err_trunc)) = {
         let b = shared.lock();
-        (b.end(), peek(out), peek(err))
+        (b.complete_end(), peek(out), peek(err))
     };
     let session_id = to.sessions.adopt(&to.owner, shared.clone(), token.clone()).ok()?;
     Some(Outcome {

@@ -192,6 +192,13 @@ impl Buffer {
         self.base + self.data.len() as u64
     }
 
+    /// The end without an incomplete character at it: where a reader that
+    /// was shown everything so far goes on, so a character split across
+    /// two writes is read whole later instead of as U+FFFD.
+    pub(crate) fn complete_end(&self) -> u64 {
+        self.base + complete_prefix(&self.data) as u64
+    }
+
     pub(crate) fn append(&mut self, bytes: &[u8], cap: usize) {
         self.data.extend_from_slice(bytes);
         if self.data.len() > cap {

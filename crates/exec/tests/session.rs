@@ -368,6 +368,25 @@ async fn a_yielded_command_goes_on_as_its_owner_s_session() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_character_split_at_the_yield_point_is_read_whole_from_the_session() {
+    let s = sessions(|_| {});
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("go");
+    // "é" is C3 A9: its first byte comes before the yield, its second after.
+    let command = format!(r"printf 'a\303'; {}; printf '\251\n'", wait_for(&gate));
+    let spec = common::spec(&command, dir.path());
+    let out = s.run(&me(), spec, Duration::from_secs(1), &CancellationToken::new(), None).await;
+    let out = out.unwrap();
+    assert!(out.running, "{out:?}");
+    assert_eq!((out.stdout.as_str(), out.next_offset), ("a", Some(1)));
+    std::fs::write(&gate, "").unwrap();
+    let id = out.session_id.unwrap();
+    let (text, _) = read_until(&s, &id, 1, "\n").await;
+    assert_eq!(text, "é\n");
+    s.close(&me(), &id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_yielded_command_still_times_out_and_leaves_nothing() {
     let t = tag();
     let s = sessions(|_| {});

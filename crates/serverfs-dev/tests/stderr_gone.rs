@@ -1,10 +1,12 @@
 //! A stdio server whose stderr reader goes away (the terminal that started
 //! it closed) or stops reading keeps answering calls, and SIGTERM still
-//! ends it with exit 0.
+//! ends it with exit 0. A watchdog turns a hang (the old failure: calls
+//! that never answer, SIGTERM ignored) into a failed test.
 
 mod common;
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use common::{Project, RawStdio};
 use serde_json::json;
@@ -14,6 +16,7 @@ fn check(close_stderr: bool, calls: u64) {
     let mut cmd = p.command();
     cmd.stderr(Stdio::piped());
     let mut raw = RawStdio::spawn(cmd);
+    let watchdog = serverfs_test_support::Watchdog::arm(raw.child.id(), Duration::from_secs(300));
     let stderr = raw.child.stderr.take().unwrap();
     // Closed (EPIPE from now on), or kept open and never read (full pipe).
     let kept = if close_stderr {
@@ -33,6 +36,7 @@ fn check(close_stderr: bool, calls: u64) {
         .unwrap();
     assert!(killed.success());
     let status = raw.child.wait().unwrap();
+    assert!(!watchdog.disarm(), "the server hung and was killed by the watchdog");
     assert!(status.success(), "{status:?}");
     drop(kept);
 }

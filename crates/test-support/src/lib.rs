@@ -143,3 +143,55 @@ pub fn dir_outside_tmp(preferred: &str) -> tempfile::TempDir {
         .find_map(|dir| tempfile::tempdir_in(dir).ok())
         .expect("a directory outside /tmp to write test files in")
 }
+
+/// Kills a process that outlives `limit` (SIGKILL, by pid): a server that
+/// hangs makes its test fail (its pipes close) instead of stalling the
+/// whole run. A safety net only; the test's assertions are on events.
+/// Dropped without [`Watchdog::disarm`] (the test panicked), it kills at
+/// once, so a failed test leaves no server behind either.
+pub struct Watchdog {
+    disarm: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Watchdog {
+    /// Watches `pid` from now on.
+    pub fn arm(pid: u32, limit: Duration) -> Self {
+        let (disarm, disarmed) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let fired = disarmed.recv_timeout(limit).is_err();
+            if fired {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+            fired
+        });
+        Self { disarm, thread }
+    }
+
+    /// Stops watching; whether it had already killed the process.
+    pub fn disarm(self) -> bool {
+        let _ = self.disarm.send(());
+        self.thread.join().unwrap_or(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn a_watchdog_kills_only_what_outlives_it() {
+        let mut hung = Command::new("sleep").arg("300").spawn().unwrap();
+        let watchdog = Watchdog::arm(hung.id(), Duration::from_millis(100));
+        let status = hung.wait().unwrap();
+        assert!(watchdog.disarm());
+        assert_eq!(status.signal(), Some(9));
+
+        let mut quick = Command::new("true").spawn().unwrap();
+        let watchdog = Watchdog::arm(quick.id(), Duration::from_secs(300));
+        assert!(quick.wait().unwrap().success());
+        assert!(!watchdog.disarm());
+    }
+}

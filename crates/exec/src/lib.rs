@@ -21,6 +21,8 @@ background jobs, `setsid`, double forks and `nohup` included.
   it cannot promise.
 - [`SandboxConfig`] is the Landlock sandbox; [`probe_sandbox`] checks it at
   start-up and says what it enforces.
+- [`Commands`] is the command tools as one service (policy, cap, sessions,
+  sandbox, audit line); [`CommandSettings`] their flags.
 - [`harden_server_process`] makes the server's `/proc` entries unreadable to
   the commands it runs (same user).
 
@@ -87,16 +89,22 @@ server then inherits the tree and kills it.
 #![deny(missing_docs)]
 
 mod capped;
+mod commands;
 mod limit;
 mod policy;
 mod render;
 mod run;
 mod sandbox;
 mod session;
+mod settings;
 mod spawn;
 mod status;
 mod supervisor;
 
+pub use commands::{
+    Audited, BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs,
+    ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
+};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use policy::Policy;
 pub use run::{
@@ -105,6 +113,7 @@ pub use run::{
 };
 pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
+pub use settings::{CommandConfig, CommandSettings};
 pub use spawn::{ChildEnv, adopt_orphans};
 pub use status::signal_name;
 pub use supervisor::{Supervisor, supervise_main};

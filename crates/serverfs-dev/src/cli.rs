@@ -10,7 +10,7 @@
 //! and its state directory (the patch journal) is never inside the root.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Parser;
 use serverfs_auth::{AccessSettings, Auth};
@@ -62,68 +62,9 @@ pub(crate) struct Cli {
     #[arg(long, env = "SERVERFS_MAX_FILE_BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
 
-    /// Programs bash and shell sessions may run, comma-separated; when set,
-    /// nothing else runs and shell metacharacters are refused.
-    #[arg(
-        long = "allow",
-        env = "SERVERFS_ALLOW_COMMANDS",
-        value_delimiter = ',',
-        value_name = "PROGRAMS"
-    )]
-    allow_commands: Option<Vec<String>>,
-
-    /// Programs bash and shell sessions may never run, in any segment, comma-separated.
-    #[arg(
-        long = "deny",
-        env = "SERVERFS_DENY_COMMANDS",
-        value_delimiter = ',',
-        value_name = "PROGRAMS"
-    )]
-    deny_commands: Vec<String>,
-
-    /// bash calls that may run at once; more wait (bounded), then get SERVER_BUSY.
-    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = serverfs_exec::DEFAULT_RUNNING)]
-    max_concurrent_commands: usize,
-
-    /// The Landlock sandbox around every command and shell session: `on`
-    /// (the default; the server refuses to start on a kernel without
-    /// Landlock) or `off` (commands can write anywhere this user can).
-    #[arg(long, env = "SERVERFS_SANDBOX", default_value = "on", value_parser = ["on", "off"])]
-    sandbox: String,
-
-    /// Paths commands may write below besides the root, their TMPDIR and
-    /// /tmp (e.g. build caches), comma-separated or repeated.
-    #[arg(
-        long = "command-writable",
-        env = "SERVERFS_COMMAND_WRITABLE",
-        value_delimiter = ',',
-        value_name = "PATHS"
-    )]
-    command_writable: Vec<PathBuf>,
-
-    /// When set, commands may read and execute only below these paths (plus
-    /// the root and the writable paths), comma-separated or repeated.
-    #[arg(
-        long = "command-readable",
-        env = "SERVERFS_COMMAND_READABLE",
-        value_delimiter = ',',
-        value_name = "PATHS"
-    )]
-    command_readable: Option<Vec<PathBuf>>,
-
-    /// `off`: commands may not open TCP connections nor listen (Landlock
-    /// ABI 4+; UDP and Unix sockets are not covered).
-    #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
-    command_network: String,
-
-    /// Ask Landlock for at most this ABI (tests simulate older kernels; 0:
-    /// none).
-    #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
-    sandbox_max_abi: Option<i32>,
-
-    /// Put the command text in the audit line of each bash call and shell_write (true), or leave it out (false).
-    #[arg(long, env = "SERVERFS_AUDIT_COMMAND_TEXT", default_value_t = true, action = clap::ArgAction::Set)]
-    audit_command_text: bool,
+    /// bash and shell sessions: policy, cap, sandbox, audit text.
+    #[command(flatten)]
+    commands: serverfs_exec::CommandSettings,
 
     #[command(flatten)]
     read: ReadSettings,
@@ -148,16 +89,11 @@ pub(crate) struct Config {
     pub(crate) limits: Limits,
     pub(crate) max_file_bytes: u64,
     pub(crate) concurrency: Concurrency,
-    pub(crate) command_policy: serverfs_exec::Policy,
-    pub(crate) max_concurrent_commands: usize,
-    /// Whether audit lines carry the command text.
-    pub(crate) audit_command_text: bool,
+    pub(crate) commands: serverfs_exec::CommandConfig,
     pub(crate) http: HttpConfig,
     /// Who may call /mcp: the bearer token and/or Cloudflare Access.
     pub(crate) auth: Option<Auth>,
     pub(crate) links: serverfs_transfer::LinkConfig,
-    /// The commands' sandbox; `None` with `--sandbox off`.
-    pub(crate) sandbox: Option<serverfs_exec::SandboxConfig>,
 }
 
 impl Cli {
@@ -187,35 +123,22 @@ impl Cli {
         }
         let state_dir = match &self.state_dir {
             Some(dir) => dir.clone(),
-            None => default_state_dir(env).ok_or(
+            None => serverfs_write::default_state_dir("serverfs-dev", env).ok_or(
                 "SERVERFS_STATE_DIR (--state-dir) is not set and neither XDG_STATE_HOME nor HOME is",
             )?,
         };
         if !state_dir.is_absolute() {
             return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
         }
-        if !(1..=64).contains(&self.max_concurrent_commands) {
-            return Err("SERVERFS_MAX_CONCURRENT_COMMANDS must be between 1 and 64".to_owned());
-        }
-        let names = |list: &[String]| -> Vec<String> {
-            list.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect()
-        };
-        let command_policy = serverfs_exec::Policy {
-            allow: self.allow_commands.as_deref().map(names),
-            deny: names(&self.deny_commands),
-        };
-        let sandbox = (self.sandbox == "on").then(|| self.sandbox_config()).transpose()?;
+        let commands = self.commands.config(&self.root)?;
         Ok(Config {
-            sandbox,
             root: self.root.clone(),
             state_dir,
             policy,
             limits,
             max_file_bytes: self.max_file_bytes,
             concurrency,
-            command_policy,
-            max_concurrent_commands: self.max_concurrent_commands,
-            audit_command_text: self.audit_command_text,
+            commands,
             http,
             auth,
             links: self.links.config()?,
@@ -223,61 +146,10 @@ impl Cli {
     }
 }
 
-impl Cli {
-    fn sandbox_config(&self) -> Result<serverfs_exec::SandboxConfig, String> {
-        let absolute = |setting: &str, p: &Path| {
-            std::path::absolute(p).map_err(|e| format!("{setting}: {}: {e}", p.display()))
-        };
-        let mut cfg =
-            serverfs_exec::SandboxConfig::new(absolute("SERVERFS_ROOT (--root)", &self.root)?);
-        for p in &self.command_writable {
-            cfg.writable.push(absolute("SERVERFS_COMMAND_WRITABLE (--command-writable)", p)?);
-        }
-        if let Some(list) = &self.command_readable {
-            let mut readable = Vec::new();
-            for p in list {
-                readable.push(absolute("SERVERFS_COMMAND_READABLE (--command-readable)", p)?);
-            }
-            cfg.readable = Some(readable);
-        }
-        cfg.network = self.command_network == "on";
-        cfg.max_abi = self.sandbox_max_abi;
-        Ok(cfg)
-    }
-}
-
-/// `$XDG_STATE_HOME/serverfs-dev`, else `$HOME/.local/state/serverfs-dev`
-/// (relative values are ignored, as the XDG spec says).
-fn default_state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    let absolute = |key: &str| env(key).map(PathBuf::from).filter(|p| p.is_absolute());
-    absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))
-        .map(|base| base.join("serverfs-dev"))
-}
-
-/// Creates the state directory (mode 0700) if it is missing — after
-/// checking that it is not inside the root, so that a refused configuration
-/// leaves nothing behind in the project. (The writer checks again, by
-/// device and inode, on the directory it opens.)
-pub(crate) fn prepare_state_dir(root: &Path, dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let inside = "SERVERFS_STATE_DIR (--state-dir) is inside the project root; choose a directory outside it";
-    let root = root.canonicalize().map_err(|e| format!("SERVERFS_ROOT (--root): {}", e.kind()))?;
-    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-    let existing = existing.canonicalize().map_err(|e| {
-        format!("SERVERFS_STATE_DIR (--state-dir): cannot resolve it: {}", e.kind())
-    })?;
-    if existing.starts_with(&root) {
-        return Err(inside.to_owned());
-    }
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
-        format!("SERVERFS_STATE_DIR (--state-dir): cannot create the state directory: {}", e.kind())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn config(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
         let cli = Cli::try_parse_from(

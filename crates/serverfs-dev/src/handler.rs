@@ -18,33 +18,31 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     Implementation, JsonObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
-    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::Serialize;
 use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
-use serverfs_exec::{Outcome, Owner, ReadOutput, SessionInfo};
+use serverfs_exec::{
+    BashArgs, Commands, Outcome, Owner, ReadOutput, SessionInfo, ShellCloseArgs, ShellList,
+    ShellListArgs, ShellOpenArgs, ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
+};
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
     ReadTextFileResult, SearchTextArgs, SearchTextResult, input_schema, output_schema,
     publish_configured_maxima,
 };
-use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Reported, Runner, ToText};
+use serverfs_tools::{
+    Answer, Args, CallClass, CallLog, Concurrency, Effects, ReadFileArgs, ReadFileResult, Reported,
+    Runner, StatArgs, StatResult, ToText,
+};
 use serverfs_transfer::{FileLinkArgs, FileLinkResult, Links};
-use serverfs_write::PatchReport;
+use serverfs_write::{ApplyPatchArgs, PatchReport, WriteFileArgs, WriteFileResult};
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::{
-    BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs, ShellOpened,
-    ShellReadArgs, ShellWriteArgs, ShellWritten, logged,
-};
-use crate::project::{
-    ApplyPatchArgs, Project, ReadFileArgs, ReadFileResult, StatArgs, StatResult, WriteFileArgs,
-    WriteFileResult,
-};
+use crate::project::Project;
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS dev gives you one project directory to work in. \
@@ -270,7 +268,10 @@ impl DevServer {
     async fn write_file(&self, args: Args<WriteFileArgs>, ct: CancellationToken) -> ToolResult {
         let args = args.accept("write_file")?;
         let path = args.path.clone();
-        self.on(CallClass::Write, "write_file", path, ct, move |p, _| p.write_file(args)).await
+        self.on(CallClass::Write, "write_file", path, ct, move |p, _| {
+            p.writer().write_file_tool(args)
+        })
+        .await
     }
 
     #[tool(
@@ -462,6 +463,19 @@ impl DevServer {
     }
 }
 
+/// Runs `work` (an async command call) and logs it as one line when it
+/// ends, like the runner does for file calls.
+async fn logged<T: Reported>(
+    call: CallLog,
+    cancel: &CancellationToken,
+    work: impl Future<Output = Result<T, FsError>>,
+) -> Result<T, FsError> {
+    let started = std::time::Instant::now();
+    let outcome = work.await;
+    call.write(&outcome, started, cancel.is_cancelled());
+    outcome
+}
+
 impl PublishedSchemas for DevServer {
     fn input_schema(&self, tool: &str) -> Option<Arc<JsonObject>> {
         self.tool_router.get(tool).map(|t| Arc::clone(&t.input_schema))
@@ -477,54 +491,36 @@ impl ServerHandler for DevServer {
     }
 }
 
-/// What a router's tools can do, which decides their annotations. Only the
-/// read router is read-only as a whole; in the others a tool is published
-/// destructive and not idempotent unless it is named here as one that
-/// only observes, so a tool added later without a thought for its
-/// annotations is advertised as the most dangerous kind (fail closed).
+/// What a router's tools can do, which decides their annotations (see
+/// [`Effects`]): only the read router is read-only as a whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Capability {
     /// Lists, finds, searches, reads and stats files.
     Read,
     /// Writes and patches files.
     Files,
-    /// Runs commands: their effects reach beyond the project (the network).
+    /// Runs commands: their effects reach beyond the project (the network);
+    /// reading a session's output or listing sessions only observes.
     Commands,
     /// Signs links: a PUT link lets its holder write a file.
     Links,
 }
 
 impl Capability {
-    /// Tools of a non-read router that only observe: read-only and
-    /// idempotent (they read a session's output or list sessions).
-    fn observing(self) -> &'static [&'static str] {
+    fn effects(self) -> Effects {
         match self {
-            Self::Commands => &["shell_read", "shell_list"],
-            Self::Read | Self::Files | Self::Links => &[],
-        }
-    }
-
-    /// Tools that start something running: open-world.
-    fn open_world(self) -> &'static [&'static str] {
-        match self {
-            Self::Commands => &["bash", "shell_open", "shell_write"],
-            Self::Read | Self::Files | Self::Links => &[],
+            Self::Read => Effects::READ_ONLY,
+            Self::Files | Self::Links => Effects::changing(&[], &[]),
+            Self::Commands => Effects::changing(
+                &["shell_read", "shell_list"],
+                &["bash", "shell_open", "shell_write"],
+            ),
         }
     }
 
     /// `router` with this capability's annotations on every tool.
     fn stamp(self, mut router: ToolRouter<DevServer>) -> ToolRouter<DevServer> {
-        for (name, route) in &mut router.map {
-            let read_only = self == Self::Read || self.observing().contains(&name.as_ref());
-            let open_world = self.open_world().contains(&name.as_ref());
-            route.attr.annotations = Some(ToolAnnotations::from_raw(
-                route.attr.title.clone(),
-                Some(read_only),
-                Some(!read_only),
-                Some(read_only),
-                Some(open_world),
-            ));
-        }
+        self.effects().stamp(&mut router);
         router
     }
 }

@@ -10,12 +10,9 @@
 //! logged) before the first call is served. The binary is [`run`].
 
 mod cli;
-pub mod commands;
 mod handler;
 pub mod project;
-mod render;
 
-pub use commands::Commands;
 pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
 pub use project::Project;
 
@@ -23,12 +20,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serverfs_core::{Root, RootOptions, SymlinkRule};
+use serverfs_exec::Commands;
 use serverfs_tools::ReadTools;
 use serverfs_transport::McpGuard;
 use serverfs_write::{Writer, WriterConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Config, prepare_state_dir};
+use crate::cli::{Cli, Config};
 
 /// How the root is named in messages (`project:/src/main.rs`).
 const ROOT_NAME: &str = "project";
@@ -71,7 +69,7 @@ pub fn run() -> ExitCode {
     // The sandbox is checked once, after the root (so a missing root is
     // named as such), in a thread of its own (the server itself is never
     // restricted); the log says what it enforces.
-    match &config.sandbox {
+    match &config.commands.sandbox {
         Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
             Ok(active) => tracing::info!(event = "sandbox", active = %active),
             Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
@@ -90,11 +88,7 @@ pub fn run() -> ExitCode {
     };
     let stdio = cli.stdio;
     let result = runtime.block_on(async move {
-        let policy = config.command_policy;
-        let commands =
-            Commands::new(supervisor, policy, config.max_concurrent_commands, config.sandbox)
-                .with_audit_text(config.audit_command_text);
-        let commands = Arc::new(commands);
+        let commands = Arc::new(Commands::new(supervisor, config.commands));
         let owner = if stdio { SessionOwner::Connection } else { SessionOwner::Http };
         let server =
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
@@ -149,7 +143,7 @@ fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
     let root = Root::open(&config.root, options)
         .map_err(|e| format!("SERVERFS_ROOT (--root) {}: {e}", config.root.display()))?;
-    prepare_state_dir(&config.root, &config.state_dir)?;
+    serverfs_write::prepare_state_dir(&config.root, &config.state_dir)?;
     let writer_config =
         WriterConfig::new(&config.root, &config.state_dir).max_file_bytes(config.max_file_bytes);
     let (writer, recovery) = Writer::open(Arc::new(root), writer_config)

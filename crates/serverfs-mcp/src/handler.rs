@@ -15,7 +15,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     ErrorCode as RpcErrorCode, Implementation, JsonObject, ListResourceTemplatesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, ToolAnnotations,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -30,7 +30,9 @@ use serverfs_tools::schema::{
     ReadTextFileResult, SearchTextArgs, SearchTextResult, StatFileArgs, StatFileResult,
     input_schema, output_schema, publish_configured_maxima,
 };
-use serverfs_tools::{Answer, Args, CallClass, CallLog, Concurrency, Limits, ReadTools, Runner};
+use serverfs_tools::{
+    Answer, Args, CallClass, CallLog, Concurrency, Effects, Limits, ReadTools, Runner,
+};
 
 use crate::uri;
 use crate::wire::{InWorkdir, ListWorkdirsArgs, ListWorkdirsResult, WorkdirInfo};
@@ -122,7 +124,9 @@ impl ReadOnlyServer {
     /// Serves `fs`, admitting calls within `concurrency`.
     pub fn new(fs: Arc<ReadOnlyFs>, concurrency: &Concurrency) -> Self {
         let mut tool_router = Self::tool_router();
-        stamp_read_only(&mut tool_router);
+        // Every tool is read-only, closed-world and idempotent: stamped
+        // on the whole router, so a tool added later cannot forget it.
+        Effects::READ_ONLY.stamp(&mut tool_router);
         publish_configured_maxima(&mut tool_router, fs.tools.limits());
         let call_timeout = fs.tools.call_timeout();
         let text_output = fs.tools.limits().text_output;
@@ -355,22 +359,6 @@ impl ServerHandler for ReadOnlyServer {
     }
 }
 
-/// Every tool this server has is read-only, closed-world and idempotent:
-/// stamped on each route here, once, rather than repeated per tool, so a
-/// tool added later cannot forget it.
-fn stamp_read_only(router: &mut ToolRouter<ReadOnlyServer>) {
-    for route in router.map.values_mut() {
-        let annotations = ToolAnnotations::from_raw(
-            route.attr.title.clone(),
-            Some(true),
-            Some(false),
-            Some(true),
-            Some(false),
-        );
-        route.attr.annotations = Some(annotations);
-    }
-}
-
 /// SPEC §2.6: `CODE: message`, `data.code`, -32002 for missing things.
 fn resource_error(e: &FsError, uri: &str) -> ErrorData {
     let data = serde_json::json!({ "code": e.code().as_str(), "uri": uri });
@@ -390,7 +378,7 @@ mod tests {
     #[test]
     fn every_tool_is_read_only_closed_world_and_non_destructive() {
         let mut router = ReadOnlyServer::tool_router();
-        stamp_read_only(&mut router);
+        Effects::READ_ONLY.stamp(&mut router);
         let tools = router.list_all();
         assert_eq!(tools.len(), 6);
         for tool in tools {

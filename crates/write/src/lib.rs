@@ -4,10 +4,12 @@
 //!
 //! [`Writer`] runs crash-safe multi-file transactions ([`Change`]: create,
 //! replace, delete; a move is a delete plus a create) and single-file
-//! writes ([`Writer::write_file`]) over one [`serverfs_core::Root`],
+//! writes ([`Writer::write_file`], and as the write_file tool
+//! [`Writer::write_file_tool`]) over one [`serverfs_core::Root`],
 //! patches in the Codex format planned and committed as one transaction
 //! ([`Writer::apply_patch`]), and streamed uploads of any size
-//! ([`Writer::begin_upload`], own cap).
+//! ([`Writer::begin_upload`], own cap). The journal's state directory is
+//! placed and created by [`prepare_state_dir`].
 //!
 //! Guarantees:
 //! - Every access goes through the core's seam: [`Root::locate`] (syntax
@@ -38,19 +40,23 @@
 //! [`Root::locate`]: serverfs_core::Root::locate
 //! [`Root::open_parent`]: serverfs_core::Root::open_parent
 
+mod file_tool;
 mod fsops;
 mod journal;
 mod locks;
 mod patch;
+mod state_dir;
 mod tx;
 mod upload;
 
 #[cfg(test)]
 mod crash_tests;
 
+pub use file_tool::{ApplyPatchArgs, WriteFileArgs, WriteFileResult, WriteMode};
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
 pub use patch::{FilePlan, HunkMatch, PatchReport};
+pub use state_dir::{default_state_dir, prepare_state_dir};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
     WriteReport, Writer, WriterConfig,

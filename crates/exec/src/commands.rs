@@ -1,5 +1,6 @@
-//! serverfs-dev's commands: one-shot `bash` and shell sessions, on
-//! `serverfs-exec`.
+//! The command tools as one service: one-shot `bash` and shell sessions
+//! under the policy, the cap, the sandbox and the audit trail, with their
+//! argument and result types (and the text a model reads of them).
 //!
 //! Guarantees: the command policy is checked before anything runs (and on
 //! every line written to a session); the working directory is a directory
@@ -8,7 +9,7 @@
 //! the root cannot be a workdir; commands run concurrently up to a cap and
 //! excess calls wait with a bound, then get `SERVER_BUSY`; when a call
 //! ends — exit, timeout, `notifications/cancelled`, a client that
-//! disconnects — nothing it started is left running (see the exec crate).
+//! disconnects — nothing it started is left running (see the crate docs).
 //! Sessions belong to their owner: over stdio the connection, over HTTP
 //! the authenticated principal when there is one, else the session id
 //! itself is the capability.
@@ -21,17 +22,18 @@
 //! and keeps its slot to the end). Running commands are thus bounded by
 //! the `bash` cap plus the session caps.
 
+use std::fmt::Write as _;
 use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serverfs_core::{FsError, Root};
-use serverfs_exec::{
-    ChildEnv, CommandSpec, Limiter, Outcome, Owner, Policy, ProgressFn, ReadOutput, SandboxConfig,
-    SessionConfig, SessionInfo, Sessions, Supervisor,
-};
-use serverfs_tools::{CallLog, Reported};
+use serverfs_core::{FsError, Reported, Root, ToText};
 use tokio_util::sync::CancellationToken;
+
+use crate::{
+    ChildEnv, CommandConfig, CommandSpec, Limiter, Outcome, Owner, Policy, ProgressFn, ReadOutput,
+    SandboxConfig, SessionConfig, SessionInfo, Sessions, Supervisor,
+};
 
 /// What runs commands: the supervisor to start them under, the cap, the
 /// sessions and the policy. One per server.
@@ -48,29 +50,17 @@ pub struct Commands {
 }
 
 impl Commands {
-    /// Commands started as `supervisor`, at most `concurrency` at once,
-    /// under `policy`, each command and session in `sandbox` (`None`: no
-    /// sandbox). Must be called inside the runtime (the session reaper
-    /// starts here).
-    pub fn new(
-        supervisor: Supervisor,
-        policy: Policy,
-        concurrency: usize,
-        sandbox: Option<SandboxConfig>,
-    ) -> Self {
-        let limiter = Limiter::new(concurrency, concurrency * 4, serverfs_exec::DEFAULT_MAX_WAIT);
+    /// Commands started as `supervisor` under `config` (policy, cap,
+    /// sandbox, audit text). Must be called inside the runtime (the
+    /// session reaper starts here).
+    pub fn new(supervisor: Supervisor, config: CommandConfig) -> Self {
+        let CommandConfig { policy, max_concurrent, sandbox, audit_text } = config;
+        let limiter = Limiter::new(max_concurrent, max_concurrent * 4, crate::DEFAULT_MAX_WAIT);
         let mut cfg = SessionConfig::new(supervisor.clone());
         cfg.sandbox = sandbox.clone();
         let sessions = Sessions::new(cfg);
         let env = ChildEnv::from_server();
-        Self { supervisor, limiter, sessions, policy, env, sandbox, audit_text: true }
-    }
-
-    /// Leaves the command text out of audit lines when `with_text` is false.
-    #[must_use]
-    pub fn with_audit_text(mut self, with_text: bool) -> Self {
-        self.audit_text = with_text;
-        self
+        Self { supervisor, limiter, sessions, policy, env, sandbox, audit_text }
     }
 
     /// The audit trail: one INFO `command` line per bash call or input
@@ -105,11 +95,10 @@ impl Commands {
         progress: Option<ProgressFn>,
     ) -> Result<Outcome, FsError> {
         self.policy.check(&args.command)?;
-        let timeout_seconds = args.timeout_seconds.unwrap_or(serverfs_exec::DEFAULT_TIMEOUT_SECS);
-        serverfs_exec::check_timeout(timeout_seconds)?;
-        let yield_after = serverfs_exec::check_yield(
-            args.yield_after_seconds.unwrap_or(serverfs_exec::DEFAULT_YIELD_SECS),
-        )?;
+        let timeout_seconds = args.timeout_seconds.unwrap_or(crate::DEFAULT_TIMEOUT_SECS);
+        crate::check_timeout(timeout_seconds)?;
+        let yield_after =
+            crate::check_yield(args.yield_after_seconds.unwrap_or(crate::DEFAULT_YIELD_SECS))?;
         let _slot = self.limiter.acquire().await?;
         // Kept open until the command has started in it.
         let workdir = root.walk_root(&root.locate(&args.workdir)?)?;
@@ -197,19 +186,6 @@ impl Audited for ShellWritten {
     fn status(&self) -> String {
         "written".to_owned()
     }
-}
-
-/// Runs `work` (an async command call) and logs it as one line when it
-/// ends, like the runner does for file calls.
-pub async fn logged<T: Reported>(
-    call: CallLog,
-    cancel: &CancellationToken,
-    work: impl Future<Output = Result<T, FsError>>,
-) -> Result<T, FsError> {
-    let started = Instant::now();
-    let outcome = work.await;
-    call.write(&outcome, started, cancel.is_cancelled());
-    outcome
 }
 
 /// Arguments of bash.
@@ -302,3 +278,27 @@ pub struct ShellList {
 }
 
 impl Reported for ShellList {}
+
+impl ToText for ShellOpened {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        let _ = writeln!(out, "session_id: {}", self.session_id);
+    }
+}
+
+impl ToText for ShellWritten {
+    fn to_text(&self, _: Option<&str>, out: &mut String) {
+        let _ =
+            writeln!(out, "wrote {} bytes; read the output with shell_read", self.bytes_written);
+    }
+}
+
+impl ToText for ShellList {
+    fn to_text(&self, workdir: Option<&str>, out: &mut String) {
+        if self.sessions.is_empty() {
+            out.push_str("no open sessions\n");
+        }
+        for s in &self.sessions {
+            s.to_text(workdir, out);
+        }
+    }
+}

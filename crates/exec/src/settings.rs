@@ -1,0 +1,131 @@
+//! The command settings of serverfs-dev: every one a `--flag` with an
+//! environment-variable fallback (the flag wins), checked once at start-up
+//! into a [`CommandConfig`]; a bad value is one line naming the setting.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Policy, SandboxConfig};
+
+/// The command flags (flattened into serverfs-dev's command line).
+#[derive(Debug, clap::Args)]
+pub struct CommandSettings {
+    /// Programs bash and shell sessions may run, comma-separated; when set,
+    /// nothing else runs and shell metacharacters are refused.
+    #[arg(
+        long = "allow",
+        env = "SERVERFS_ALLOW_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    allow_commands: Option<Vec<String>>,
+
+    /// Programs bash and shell sessions may never run, in any segment, comma-separated.
+    #[arg(
+        long = "deny",
+        env = "SERVERFS_DENY_COMMANDS",
+        value_delimiter = ',',
+        value_name = "PROGRAMS"
+    )]
+    deny_commands: Vec<String>,
+
+    /// bash calls that may run at once; more wait (bounded), then get SERVER_BUSY.
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = crate::DEFAULT_RUNNING)]
+    max_concurrent_commands: usize,
+
+    /// The Landlock sandbox around every command and shell session: `on`
+    /// (the default; the server refuses to start on a kernel without
+    /// Landlock) or `off` (commands can write anywhere this user can).
+    #[arg(long, env = "SERVERFS_SANDBOX", default_value = "on", value_parser = ["on", "off"])]
+    sandbox: String,
+
+    /// Paths commands may write below besides the root, their TMPDIR and
+    /// /tmp (e.g. build caches), comma-separated or repeated.
+    #[arg(
+        long = "command-writable",
+        env = "SERVERFS_COMMAND_WRITABLE",
+        value_delimiter = ',',
+        value_name = "PATHS"
+    )]
+    command_writable: Vec<PathBuf>,
+
+    /// When set, commands may read and execute only below these paths (plus
+    /// the root and the writable paths), comma-separated or repeated.
+    #[arg(
+        long = "command-readable",
+        env = "SERVERFS_COMMAND_READABLE",
+        value_delimiter = ',',
+        value_name = "PATHS"
+    )]
+    command_readable: Option<Vec<PathBuf>>,
+
+    /// `off`: commands may not open TCP connections nor listen (Landlock
+    /// ABI 4+; UDP and Unix sockets are not covered).
+    #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
+    command_network: String,
+
+    /// Ask Landlock for at most this ABI (tests simulate older kernels; 0:
+    /// none).
+    #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
+    sandbox_max_abi: Option<i32>,
+
+    /// Put the command text in the audit line of each bash call and shell_write (true), or leave it out (false).
+    #[arg(long, env = "SERVERFS_AUDIT_COMMAND_TEXT", default_value_t = true, action = clap::ArgAction::Set)]
+    audit_command_text: bool,
+}
+
+/// The command settings, validated: what [`crate::Commands`] runs under.
+#[derive(Debug)]
+pub struct CommandConfig {
+    /// The `--allow`/`--deny` policy.
+    pub policy: Policy,
+    /// bash calls that may run at once.
+    pub max_concurrent: usize,
+    /// The commands' sandbox; `None` with `--sandbox off`.
+    pub sandbox: Option<SandboxConfig>,
+    /// Whether audit lines carry the command text.
+    pub audit_text: bool,
+}
+
+impl CommandSettings {
+    /// Checks every command setting; the sandbox is around `root` (the
+    /// project root as given).
+    pub fn config(&self, root: &Path) -> Result<CommandConfig, String> {
+        if !(1..=64).contains(&self.max_concurrent_commands) {
+            return Err("SERVERFS_MAX_CONCURRENT_COMMANDS must be between 1 and 64".to_owned());
+        }
+        let names = |list: &[String]| -> Vec<String> {
+            list.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect()
+        };
+        let policy = Policy {
+            allow: self.allow_commands.as_deref().map(names),
+            deny: names(&self.deny_commands),
+        };
+        let sandbox = (self.sandbox == "on").then(|| self.sandbox_config(root)).transpose()?;
+        Ok(CommandConfig {
+            policy,
+            max_concurrent: self.max_concurrent_commands,
+            sandbox,
+            audit_text: self.audit_command_text,
+        })
+    }
+
+    fn sandbox_config(&self, root: &Path) -> Result<SandboxConfig, String> {
+        let absolute = |setting: &str, p: &Path| {
+            std::path::absolute(p).map_err(|e| format!("{setting}: {}: {e}", p.display()))
+        };
+        let mut cfg = SandboxConfig::new(absolute("SERVERFS_ROOT (--root)", root)?);
+        for p in &self.command_writable {
+            cfg.writable.push(absolute("SERVERFS_COMMAND_WRITABLE (--command-writable)", p)?);
+        }
+        if let Some(list) = &self.command_readable {
+            let mut readable = Vec::new();
+            for p in list {
+                readable.push(absolute("SERVERFS_COMMAND_READABLE (--command-readable)", p)?);
+            }
+            cfg.readable = Some(readable);
+        }
+        cfg.network = self.command_network == "on";
+        cfg.max_abi = self.sandbox_max_abi;
+        Ok(cfg)
+    }
+}

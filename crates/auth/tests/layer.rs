@@ -76,6 +76,20 @@ async fn bearer_only() {
 }
 
 #[tokio::test]
+async fn named_tokens_each_admit_their_holder() {
+    let tokens = BearerAuth::named([(1, "alice", "tok-alice-0123"), (2, "bob", "tok-bob-0123")]);
+    let auth = combined(Some(tokens.unwrap()), None).unwrap();
+    let app = app(auth);
+    for (token, who) in [("tok-alice-0123", "token:alice"), ("tok-bob-0123", "token:bob")] {
+        let value = format!("Bearer {token}");
+        let (status, body, _) = call(&app, &[("authorization", &value)]).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, who));
+    }
+    assert_refused(call(&app, &[("authorization", "Bearer alice")]).await, "a name");
+    assert_refused(call(&app, &[("authorization", "Bearer tok-carol-0123")]).await, "unknown");
+}
+
+#[tokio::test]
 async fn access_only() {
     let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
     let auth = combined(None, Some(server.verifier(None))).unwrap();

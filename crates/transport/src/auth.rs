@@ -397,6 +397,9 @@ mod tests {
         for bad in ["Bearer tok-a-012", "Bearer tok-c-0123", "Bearer alice", "Bearer tok-a-01234"] {
             assert_eq!(who(bad), None, "{bad}");
         }
+        // Two holders' tokens at once are no one's.
+        let both = headers(&["Bearer tok-a-0123", "Bearer tok-b-0123"]);
+        assert_eq!(auth.principal(&both), None);
         let debug = format!("{auth:?}");
         assert!(debug.contains("alice") && !debug.contains("tok-a"), "{debug}");
     }

@@ -530,6 +530,23 @@ impl AccessJwt {
     }
 }
 
+/// Access as one of [`serverfs_transport::Auth`]'s methods: a verified
+/// token admits its user as `Principal::Access { email }`.
+impl serverfs_transport::Verify for AccessJwt {
+    fn method(&self) -> &'static str {
+        "cloudflare-access"
+    }
+
+    fn verify<'a>(&'a self, headers: &'a HeaderMap) -> serverfs_transport::Verdict<'a> {
+        Box::pin(async move {
+            match self.verify_headers(headers).await {
+                Ok(identity) => Ok(serverfs_transport::Principal::Access { email: identity.email }),
+                Err(e) => Err(e.reason()),
+            }
+        })
+    }
+}
+
 /// The RSA signing keys of a JWKS that may verify RS256, by `kid`; others
 /// (other key types or algorithms, encryption keys, keys without `kid`,
 /// unparsable entries) are skipped.

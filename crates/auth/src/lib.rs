@@ -4,36 +4,52 @@
 //!   (`Cf-Access-Jwt-Assertion`; RS256 only; `iss`, `aud`, `exp`/`nbf` with a
 //!   30 s leeway) against the team's JWKS, fetched over HTTPS and cached,
 //!   refreshed at most once per interval on an unknown `kid` (single flight).
-//! - [`Auth`]: one tower layer for the bearer token (serverfs-transport's
-//!   [`BearerAuth`](serverfs_transport::BearerAuth)) and/or Access; either
-//!   admits a request, which then carries its [`Principal`].
+//!   It is a [`Verify`](serverfs_transport::Verify) method of
+//!   serverfs-transport's one authentication layer.
+//! - [`combined`]: that layer ([`Auth`](serverfs_transport::Auth)) for the
+//!   bearer tokens and/or Access; either admits a request, which then
+//!   carries its [`Principal`](serverfs_transport::Principal).
 //! - [`AccessSettings`]: the `--access-*` / `SERVERFS_ACCESS_*` settings.
 //! - [`require_auth_for_listen`]: the start-up rule that a non-loopback
 //!   listener needs some authentication.
 //!
-//! Wiring (serverfs-dev): build the `/mcp` router with
-//! `serverfs_transport::mcp_router` (which installs the body limits as a
-//! route layer), then add `Auth` with `route_layer` *after* it, so the auth
-//! check runs first and no body is read for a stranger:
+//! Wiring (serverfs-dev): hand the layer to serverfs-transport as the
+//! `/mcp` guard; it is added with `route_layer` *after* the body limits,
+//! so the auth check runs first and no body is read for a stranger:
 //!
 //! ```ignore
-//! let mcp = mcp_router(factory, &http.mcp, &shutdown);
-//! let mcp = match &auth { Some(auth) => mcp.route_layer(auth.clone()), None => mcp };
-//! let app = with_header_checks(health_router().merge(mcp).merge(file_routes));
+//! let guard = McpGuard::from(serverfs_auth::combined(tokens, access));
+//! serverfs_transport::serve_guarded_mcp(factory, http, guard, routes, shutdown).await
 //! ```
 
 mod access;
-mod layer;
 mod settings;
 
 pub use access::{
     ACCESS_JWT_HEADER, AccessConfig, AccessError, AccessIdentity, AccessJwt, KEYS_MAX_AGE, LEEWAY,
     MIN_REFRESH_INTERVAL,
 };
-pub use layer::{Auth, Principal, Refusal, RequireAuth};
 pub use settings::AccessSettings;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serverfs_transport::{Auth, BearerAuth, Verify};
+
+/// serverfs-dev's authentication layer: the bearer tokens first (no I/O),
+/// then Access; either admits. A refusal is `401 Unauthorized: missing or
+/// invalid credentials`. `None` when neither is configured (then nothing
+/// guards the endpoint: see [`require_auth_for_listen`]).
+pub fn combined(tokens: Option<BearerAuth>, access: Option<AccessJwt>) -> Option<Auth> {
+    let mut methods: Vec<Arc<dyn Verify>> = Vec::new();
+    if let Some(tokens) = tokens {
+        methods.push(Arc::new(tokens));
+    }
+    if let Some(access) = access {
+        methods.push(Arc::new(access));
+    }
+    Auth::new(methods, "credentials")
+}
 
 /// Refuses to serve on a non-loopback address without authentication: a
 /// listener other processes or hosts can reach must check who calls. The

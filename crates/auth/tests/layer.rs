@@ -1,5 +1,5 @@
-//! The combined layer: bearer token and/or Access, through a real axum
-//! router; and its place in front of serverfs-transport's `/mcp` router,
+//! serverfs-transport's layer with serverfs-dev's methods (bearer token
+//! and/or Access, `serverfs_auth::combined`), through a real axum router; and its place in front of serverfs-transport's `/mcp` router,
 //! where it must refuse before any body byte is read.
 
 mod support;
@@ -14,8 +14,8 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use axum::routing::post;
 use axum::{Extension, Router};
-use serverfs_auth::{Auth, Principal};
-use serverfs_transport::{BearerAuth, McpOptions, mcp_router};
+use serverfs_auth::combined;
+use serverfs_transport::{Auth, BearerAuth, McpOptions, Principal, mcp_router};
 use support::*;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
@@ -23,10 +23,7 @@ use tower::ServiceExt as _;
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 async fn who(Extension(principal): Extension<Principal>) -> String {
-    match principal {
-        Principal::Token => "token".to_owned(),
-        Principal::Access { email } => format!("access:{email}"),
-    }
+    principal.to_string()
 }
 
 fn app(auth: Auth) -> Router {
@@ -58,12 +55,12 @@ fn assert_refused((status, body, challenge): (StatusCode, String, bool), what: &
 
 #[test]
 fn nothing_configured_is_no_layer() {
-    assert!(Auth::new(None, None).is_none());
+    assert!(combined(None, None).is_none());
 }
 
 #[tokio::test]
 async fn bearer_only() {
-    let auth = Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), None).unwrap();
+    let auth = combined(Some(BearerAuth::new(TOKEN).unwrap()), None).unwrap();
     assert_eq!(auth.methods(), "bearer");
     let app = app(auth);
     let right = format!("Bearer {TOKEN}");
@@ -79,9 +76,23 @@ async fn bearer_only() {
 }
 
 #[tokio::test]
+async fn named_tokens_each_admit_their_holder() {
+    let tokens = BearerAuth::named([(1, "alice", "tok-alice-0123"), (2, "bob", "tok-bob-0123")]);
+    let auth = combined(Some(tokens.unwrap()), None).unwrap();
+    let app = app(auth);
+    for (token, who) in [("tok-alice-0123", "token:alice"), ("tok-bob-0123", "token:bob")] {
+        let value = format!("Bearer {token}");
+        let (status, body, _) = call(&app, &[("authorization", &value)]).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, who));
+    }
+    assert_refused(call(&app, &[("authorization", "Bearer alice")]).await, "a name");
+    assert_refused(call(&app, &[("authorization", "Bearer tok-carol-0123")]).await, "unknown");
+}
+
+#[tokio::test]
 async fn access_only() {
     let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
-    let auth = Auth::new(None, Some(server.verifier(None))).unwrap();
+    let auth = combined(None, Some(server.verifier(None))).unwrap();
     assert_eq!(auth.methods(), "cloudflare-access");
     let app = app(auth);
     let token = sign(KEY_A, "kid-a", &claims());
@@ -103,7 +114,7 @@ async fn access_only() {
 async fn both_configured_either_admits() {
     let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
     let auth =
-        Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+        combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
     assert_eq!(auth.methods(), "bearer+cloudflare-access");
     let app = app(auth);
     let right = format!("Bearer {TOKEN}");
@@ -163,7 +174,7 @@ async fn logs_of<F: std::future::Future<Output = ()>>(f: F) -> String {
 async fn refusals_are_logged_at_info_with_the_reason_never_the_token() {
     let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
     let auth =
-        Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+        combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
     let app = app(auth);
     let expired = sign(KEY_A, "kid-a", &{
         let mut c = claims();
@@ -221,7 +232,7 @@ async fn in_front_of_the_mcp_router_no_body_is_read_for_a_stranger() {
         body_timeout: Duration::from_secs(10),
     };
     let shutdown = CancellationToken::new();
-    let auth = Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), None).unwrap();
+    let auth = combined(Some(BearerAuth::new(TOKEN).unwrap()), None).unwrap();
     // As serverfs-dev wires it: auth added after the body limits, so it runs first.
     let app = mcp_router(|| Empty, &options, &shutdown).route_layer(auth);
 
@@ -276,15 +287,11 @@ impl rmcp::ServerHandler for WhoAmI {
         _request: Option<rmcp::model::PaginatedRequestParams>,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
-        let who = match context
+        let who = context
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>())
-        {
-            Some(Principal::Token) => "token".to_owned(),
-            Some(Principal::Access { email }) => format!("access:{email}"),
-            None => "nobody".to_owned(),
-        };
+            .map_or_else(|| "nobody".to_owned(), Principal::to_string);
         let schema: rmcp::model::JsonObject =
             serde_json::from_value(serde_json::json!({"type": "object"})).unwrap();
         let tool = rmcp::model::Tool::new(who, "who called", Arc::new(schema));
@@ -303,7 +310,7 @@ async fn the_principal_reaches_the_mcp_handler() {
     };
     let shutdown = CancellationToken::new();
     let auth =
-        Auth::new(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+        combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
     let app = mcp_router(|| WhoAmI, &options, &shutdown).route_layer(auth);
     let list_tools = |name: &'static str, value: String| {
         let app = app.clone();

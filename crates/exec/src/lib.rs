@@ -50,9 +50,12 @@ fn main() -> ExitCode {
 - shell tools: one [`Sessions`] per server; [`Owner`] is `"stdio"` for the
   stdio transport. HTTP is stateless (no `Mcp-Session-Id`): the owner is the
   request's authenticated principal (`access:<email>` under Cloudflare
-  Access, `token` under the bearer token), or `anonymous` without one, and
+  Access, `token:<name>` under a named bearer token, `token` for every
+  holder of the single unnamed token), or `anonymous` without one, and
   then the session id alone is the capability and `shell_list` shows
-  nothing. No transport event closes an HTTP client's sessions: they end
+  nothing. The per-owner cap is per principal: each Access user and named
+  token has its own; all anonymous clients (loopback only) share one, as
+  a request without credentials has no identity to count it by. No transport event closes an HTTP client's sessions: they end
   with `shell_close`, the idle reaper, or shutdown
   ([`Sessions::close_owner`] is for a transport that has sessions).
   `Policy::check_input` on every `shell_write`.

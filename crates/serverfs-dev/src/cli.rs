@@ -13,11 +13,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use serverfs_auth::{AccessSettings, Auth};
+use serverfs_auth::AccessSettings;
 use serverfs_core::Policy;
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
-use serverfs_transport::HttpConfig;
+use serverfs_transport::{Auth, HttpConfig};
 
 /// Host names `/mcp` answers to unless configured.
 const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
@@ -117,7 +117,7 @@ impl Cli {
         // The bearer token stays in `http` too: /files accepts it beside
         // link signatures.
         let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
-        let auth = Auth::new(http.auth.clone(), self.access.verifier()?);
+        let auth = serverfs_auth::combined(http.auth.clone(), self.access.verifier()?);
         if !self.stdio {
             serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
         }

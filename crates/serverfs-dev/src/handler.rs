@@ -22,7 +22,6 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::Serialize;
-use serverfs_auth::Principal;
 use serverfs_core::{Deadline, FsError};
 use serverfs_exec::{
     BashArgs, Commands, Outcome, Owner, ReadOutput, SessionInfo, ShellCloseArgs, ShellList,
@@ -39,6 +38,7 @@ use serverfs_tools::{
     Runner, StatArgs, StatResult, ToText,
 };
 use serverfs_transfer::{FileLinkArgs, FileLinkResult, Links};
+use serverfs_transport::Principal;
 use serverfs_write::{ApplyPatchArgs, PatchReport, WriteFileArgs, WriteFileResult};
 use tokio_util::sync::CancellationToken;
 
@@ -72,8 +72,10 @@ pub enum SessionOwner {
     /// The one client of a stdio connection.
     Connection,
     /// HTTP: the authenticated principal of each request (Access: the
-    /// user's email; the bearer token: every holder alike); without one, a
-    /// session id is the capability, so shell_list has nothing to show.
+    /// user's email; a named bearer token: its name; the one unnamed token:
+    /// every holder alike); without one (loopback only), every client is
+    /// the one owner `anonymous` and a session id is the capability, so
+    /// shell_list has nothing to show.
     Http,
 }
 
@@ -92,8 +94,8 @@ impl SessionOwner {
             .and_then(|parts| parts.extensions.get::<Principal>());
         let (name, may_list) = match (self, principal) {
             (Self::Connection, _) => ("stdio".to_owned(), true),
-            (Self::Http, Some(Principal::Access { email })) => (format!("access:{email}"), true),
-            (Self::Http, Some(Principal::Token)) => ("token".to_owned(), true),
+            // `token`, `token:<name>` or `access:<email>`.
+            (Self::Http, Some(principal)) => (principal.to_string(), true),
             (Self::Http, None) => ("anonymous".to_owned(), false),
         };
         CallOwner { owner: Owner::new(name.clone()), may_list, principal: name }

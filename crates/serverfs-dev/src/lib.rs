@@ -113,10 +113,7 @@ pub fn run() -> ExitCode {
             let server = server.with_file_links(Arc::clone(&links));
             let writer = Arc::clone(project.writer());
             let routes = serverfs_transfer::router(writer, links, config.http.auth.clone());
-            let guard = match config.auth {
-                Some(auth) => McpGuard::new(auth.methods(), move |mcp| mcp.route_layer(auth)),
-                None => McpGuard::none(),
-            };
+            let guard = McpGuard::from(config.auth);
             let factory = move || server.clone();
             serverfs_transport::serve_guarded_mcp(factory, config.http, guard, routes, shutdown)
                 .await

@@ -47,6 +47,7 @@ async fn the_token_is_required_over_http_and_not_over_stdio() {
     {
         let (status, body) = call(&server.url, &headers, "read_file", args.clone()).await;
         assert_eq!(status, 401, "{headers:?}: {body}");
+        assert_eq!(body, "401 Unauthorized: missing or invalid credentials\n");
     }
     let (status, body) = call(&server.url, &[("Authorization", &bearer)], "read_file", args).await;
     assert_eq!(status, 200, "{body}");
@@ -133,4 +134,157 @@ async fn access_users_own_their_sessions() {
     let (_, closed) = call(&server.url, &as_alice, "shell_close", json!({"session_id": id})).await;
     assert_eq!(closed["result"]["isError"], false, "{closed}");
     assert!(jwks.fetches() >= 1);
+}
+
+/// The text of a tool answer that must be an error.
+fn error_of(answer: &Value) -> String {
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    answer["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+const ALICE: &str = "tok-alice-0123456789abcdef";
+const BOB: &str = "tok-bob-0123456789abcdef";
+
+/// Named tokens (SERVERFS_TOKENS_FILE): each holder is its own owner with
+/// its own quota of shell sessions, cannot reach another's, and is named
+/// in the audit line; unknown tokens are refused as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_named_token_has_its_own_sessions_and_quota() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let file = p.dir.path().join("tokens");
+    std::fs::write(&file, format!("# one line per agent\nalice:{ALICE}\n\n bob : {BOB}\n"))
+        .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut cmd = p.command();
+    cmd.env("SERVERFS_TOKENS_FILE", &file);
+    let serverfs_test_support::Listening { mut child, addr, log } =
+        serverfs_test_support::listen(cmd, std::time::Duration::from_secs(30));
+    let (lines, audit) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in log.map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = lines.send(v);
+            }
+        }
+    });
+    let url = format!("http://{addr}/mcp");
+    let (alice, bob) = (format!("Bearer {ALICE}"), format!("Bearer {BOB}"));
+    let as_alice = [("Authorization", alice.as_str())];
+    let as_bob = [("Authorization", bob.as_str())];
+
+    // Neither a made-up token, nor a name, nor a whole line is a token.
+    for bad in
+        ["Bearer tok-carol-0123456789abcdef", "Bearer alice", &format!("Bearer alice:{ALICE}")]
+    {
+        let (status, _) = call(&url, &[("Authorization", bad)], "shell_list", json!({})).await;
+        assert_eq!(status, 401, "{bad}");
+    }
+
+    // Alice takes every session an owner may have (8); the next is busy.
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let (status, opened) = call(&url, &as_alice, "shell_open", json!({})).await;
+        assert_eq!(status, 200, "{opened}");
+        let id = opened["result"]["structuredContent"]["session_id"].as_str();
+        ids.push(id.unwrap_or_else(|| panic!("{opened}")).to_owned());
+    }
+    let (_, busy) = call(&url, &as_alice, "shell_open", json!({})).await;
+    assert!(error_of(&busy).starts_with("SERVER_BUSY"), "{busy}");
+
+    // Bob still gets one; he sees only his own and cannot touch hers: the
+    // same answer as for an id that does not exist.
+    let (status, opened) = call(&url, &as_bob, "shell_open", json!({})).await;
+    assert_eq!(status, 200, "{opened}");
+    let bobs = opened["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
+    let (_, listed) = call(&url, &as_bob, "shell_list", json!({})).await;
+    let listed = &listed["result"]["structuredContent"]["sessions"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["session_id"], bobs.as_str());
+    let (_, listed) = call(&url, &as_alice, "shell_list", json!({})).await;
+    let listed = &listed["result"]["structuredContent"]["sessions"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(8), "{listed}");
+    let made_up = "0123456789abcdef0123456789abcdef";
+    for (tool, extra) in [
+        ("shell_write", json!({"input": "echo hi\n"})),
+        ("shell_read", json!({})),
+        ("shell_close", json!({})),
+    ] {
+        let args = |id: &str| {
+            let mut args = extra.clone();
+            args["session_id"] = json!(id);
+            args
+        };
+        let (_, wrong_id) = call(&url, &as_bob, tool, args(made_up)).await;
+        let (_, hers) = call(&url, &as_bob, tool, args(&ids[0])).await;
+        assert_eq!(error_of(&hers), error_of(&wrong_id), "bob reached alice's session: {tool}");
+    }
+
+    // Her sessions are intact: closing them works, and frees her quota.
+    for id in &ids {
+        let (_, closed) = call(&url, &as_alice, "shell_close", json!({"session_id": id})).await;
+        assert_eq!(closed["result"]["isError"], false, "{closed}");
+    }
+    let (_, closed) = call(&url, &as_bob, "shell_close", json!({"session_id": bobs})).await;
+    assert_eq!(closed["result"]["isError"], false, "{closed}");
+
+    // The audit line names the token's holder.
+    let (_, ran) = call(&url, &as_bob, "bash", json!({"command": "true"})).await;
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let line = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let v = audit.recv_timeout(left).expect("an audit line for bash");
+        if v["event"] == "command" && v["tool"] == "bash" {
+            break v;
+        }
+    };
+    assert_eq!(line["principal"], "token:bob", "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A tokens file with a bad line stops the server at start-up: exit 2 and
+/// one line naming the setting and the line, never a token or the path.
+#[test]
+fn a_bad_tokens_file_is_a_start_up_error_naming_the_line() {
+    let p = Project::new();
+    let file = p.dir.path().join("tokens");
+    for (text, line) in [
+        (format!("alice:{ALICE}\nbob {BOB}\n"), "line 2: expected NAME:TOKEN"),
+        (format!("alice:{ALICE}\n# x\nbob:{ALICE}\n"), "line 3: the same token as line 1"),
+        (format!("alice:{ALICE}\nalice:{BOB}\n"), "line 2: the name 'alice' is also on line 1"),
+        (format!("al ice:{ALICE}\n"), "line 1: the name"),
+        (format!("bob:{BOB},x\n"), "line 1: the token may only contain"),
+    ] {
+        std::fs::write(&file, &text).unwrap();
+        let out = p
+            .command()
+            .arg("--stdio")
+            .env("SERVERFS_TOKENS_FILE", &file)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(
+            stderr.contains(&format!("SERVERFS_TOKENS_FILE (--tokens-file) {line}")),
+            "{stderr}"
+        );
+        assert!(!stderr.contains(ALICE) && !stderr.contains(BOB), "a token was echoed: {stderr}");
+        assert!(!stderr.contains(&*file.to_string_lossy()), "the path was echoed: {stderr}");
+    }
+    // Named tokens are one source: not beside SERVERFS_TOKEN.
+    std::fs::write(&file, format!("alice:{ALICE}\n")).unwrap();
+    let out = p
+        .command()
+        .arg("--stdio")
+        .env("SERVERFS_TOKENS_FILE", &file)
+        .env("SERVERFS_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("both set") && !stderr.contains(TOKEN), "{stderr}");
 }

@@ -211,7 +211,19 @@ pub struct HttpSettings {
     /// ignored). The token itself is never a flag: use this or SERVERFS_TOKEN.
     #[arg(long, env = "SERVERFS_TOKEN_FILE", value_name = "PATH")]
     token_file: Option<PathBuf>,
+
+    /// File of named bearer tokens, one NAME:TOKEN per line (blank lines and
+    /// lines starting with '#' are ignored): each holder is its own
+    /// principal, token:NAME. Or SERVERFS_TOKENS=NAME:TOKEN,NAME:TOKEN;
+    /// either instead of SERVERFS_TOKEN / --token-file.
+    #[arg(long, env = "SERVERFS_TOKENS_FILE", value_name = "PATH")]
+    tokens_file: Option<PathBuf>,
 }
+
+const TOKEN: &str = "SERVERFS_TOKEN";
+const TOKEN_FILE: &str = "SERVERFS_TOKEN_FILE (--token-file)";
+const TOKENS: &str = "SERVERFS_TOKENS";
+const TOKENS_FILE: &str = "SERVERFS_TOKENS_FILE (--tokens-file)";
 
 impl HttpSettings {
     /// The whole HTTP configuration: `listen`, [`Self::mcp_options`],
@@ -278,42 +290,45 @@ impl HttpSettings {
         })
     }
 
-    /// The optional token: `SERVERFS_TOKEN` (looked up with `env`), or the
-    /// file named by `--token-file` / `SERVERFS_TOKEN_FILE` (not both).
+    /// The optional bearer tokens: one unnamed token from `SERVERFS_TOKEN`
+    /// (looked up with `env`) or the file named by `--token-file` /
+    /// `SERVERFS_TOKEN_FILE`, or named tokens (`NAME:TOKEN`) from
+    /// `SERVERFS_TOKENS` (comma-separated) or the file named by
+    /// `--tokens-file` / `SERVERFS_TOKENS_FILE` (a line each). One source
+    /// only.
     ///
     /// # Errors
-    /// One line naming the setting, never the token or the file's path.
+    /// One line naming the setting (and the line of a tokens file), never
+    /// a token or a file's path.
     pub fn bearer_auth(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<BearerAuth>, String> {
-        let (setting, token) = match (env("SERVERFS_TOKEN"), &self.token_file) {
-            (None, None) => return Ok(None),
-            (Some(_), Some(_)) => {
-                return Err("SERVERFS_TOKEN and SERVERFS_TOKEN_FILE (--token-file) are both set; \
-                            use one"
-                    .to_owned());
-            }
-            (Some(token), None) => ("SERVERFS_TOKEN", token),
+        let (token, tokens) = (env(TOKEN), env(TOKENS));
+        let set = [
+            (TOKEN, token.is_some()),
+            (TOKEN_FILE, self.token_file.is_some()),
+            (TOKENS, tokens.is_some()),
+            (TOKENS_FILE, self.tokens_file.is_some()),
+        ];
+        if let [(first, _), (second, _), ..] =
+            set.iter().filter(|(_, set)| *set).collect::<Vec<_>>()[..]
+        {
+            return Err(format!("{first} and {second} are both set; use one"));
+        }
+        if let Some(path) = &self.tokens_file {
+            let text = read_secret_file(TOKENS_FILE, path)?;
+            return named_tokens(TOKENS_FILE, lines_of(&text)).map(Some);
+        }
+        if let Some(list) = &tokens {
+            // Tokens never contain ',', so it separates entries.
+            let entries = list.split(',').enumerate().map(|(i, e)| (format!("entry {}", i + 1), e));
+            return named_tokens(TOKENS, entries).map(Some);
+        }
+        let (setting, token) = match (token, &self.token_file) {
+            (Some(token), _) => (TOKEN, token),
             (None, Some(path)) => {
-                let setting = "SERVERFS_TOKEN_FILE (--token-file)";
-                let cannot = |e: std::io::Error| {
-                    format!("{setting}: cannot read the token file: {}", e.kind())
-                };
-                let mut file = std::fs::File::open(path).map_err(cannot)?;
-                // The mode of the file read, not of a name that may change.
-                let mode = file.metadata().map_err(cannot)?.permissions().mode();
-                if mode & 0o044 != 0 {
-                    tracing::warn!(
-                        event = "config_warning",
-                        message = %format!(
-                            "{setting}: the token file is readable by group or others (mode {:o}); chmod 600 it",
-                            mode & 0o777
-                        ),
-                    );
-                }
-                let mut text = String::new();
-                std::io::Read::read_to_string(&mut file, &mut text).map_err(cannot)?;
+                let mut text = read_secret_file(TOKEN_FILE, path)?;
                 // Editors and `echo` end files with a newline; it is not part
                 // of the token.
                 if text.ends_with('\n') {
@@ -322,11 +337,67 @@ impl HttpSettings {
                         text.pop();
                     }
                 }
-                (setting, text)
+                if text.contains('\n') {
+                    return Err(format!(
+                        "{TOKEN_FILE}: the file holds more than one line; it takes one token \
+                         (for several named tokens use {TOKENS_FILE})"
+                    ));
+                }
+                (TOKEN_FILE, text)
             }
+            (None, None) => return Ok(None),
         };
         BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
     }
+}
+
+/// The text of a file of secrets, warning when group or others may read it.
+fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, String> {
+    let cannot = |e: std::io::Error| format!("{setting}: cannot read the file: {}", e.kind());
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    // The mode of the file read, not of a name that may change.
+    let mode = file.metadata().map_err(cannot)?.permissions().mode();
+    if mode & 0o044 != 0 {
+        tracing::warn!(
+            event = "config_warning",
+            message = %format!(
+                "{setting}: the file is readable by group or others (mode {:o}); chmod 600 it",
+                mode & 0o777
+            ),
+        );
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(cannot)?;
+    Ok(text)
+}
+
+/// Named tokens from `NAME:TOKEN` entries (split at the first `:`, spaces
+/// around either part ignored), each with its label for messages (`line
+/// 3`); blank entries and `#` comments are skipped.
+fn named_tokens<'a>(
+    setting: &str,
+    entries: impl Iterator<Item = (String, &'a str)>,
+) -> Result<BearerAuth, String> {
+    let mut parsed = Vec::new();
+    for (label, entry) in entries {
+        let entry = entry.trim();
+        if entry.is_empty() || entry.starts_with('#') {
+            continue;
+        }
+        let Some((name, token)) = entry.split_once(':') else {
+            return Err(format!("{setting} {label}: expected NAME:TOKEN"));
+        };
+        parsed.push((label, name.trim(), token.trim()));
+    }
+    if parsed.is_empty() {
+        return Err(format!("{setting}: no NAME:TOKEN is given"));
+    }
+    BearerAuth::named(parsed).map_err(|e| format!("{setting} {e}"))
+}
+
+/// The entries of a tokens file: its lines, labelled by number.
+fn lines_of(text: &str) -> impl Iterator<Item = (String, &str)> {
+    text.lines().enumerate().map(|(i, line)| (format!("line {}", i + 1), line))
 }
 
 /// Warns (a `config_warning` log line) when the server runs as root: it
@@ -462,5 +533,44 @@ mod tests {
         assert!(err.contains("both set"), "{err}");
         let err = both.http.bearer_auth(&|_| None).unwrap_err();
         assert!(err.contains("cannot read") && !err.contains("/nonexistent"), "{err}");
+        let both = parse(&["--tokens-file", "/nonexistent/tokens"]);
+        let err = both.http.bearer_auth(&token).unwrap_err();
+        assert!(err.contains("SERVERFS_TOKENS_FILE") && err.contains("both set"), "{err}");
+    }
+
+    #[test]
+    fn a_tokens_file_names_each_token_and_its_bad_lines() {
+        let good = "# agents\n\nalice:tok-alice-0123\n  ci-bot : tok-ci-0123  \r\n";
+        let auth = named_tokens(TOKENS_FILE, lines_of(good)).unwrap();
+        assert!(format!("{auth:?}").contains("ci-bot"));
+        for (text, expected) in [
+            ("alice:tok-1\nbob tok-2\n", "SERVERFS_TOKENS_FILE (--tokens-file) line 2: expected"),
+            ("alice:tok-1\n\n#\nbob:tok 2\n", "line 4: the token may"),
+            ("alice:tok-1\nalice:tok-2\n", "line 2: the name 'alice' is also on line 1"),
+            ("\nalice:tok-1\nbob:tok-1\n", "line 3: the same token as line 2"),
+            ("a b:tok-1\n", "line 1: the name"),
+            ("# nothing\n", "no NAME:TOKEN"),
+        ] {
+            let err = named_tokens(TOKENS_FILE, lines_of(text)).unwrap_err();
+            assert!(err.contains(expected), "{text:?}: {err}");
+            assert!(!err.contains("tok-") && !err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn named_tokens_from_the_environment() {
+        let none = parse(&[]);
+        let tokens =
+            |value: &'static str| move |k: &str| (k == "SERVERFS_TOKENS").then(|| value.to_owned());
+        let auth = none.http.bearer_auth(&tokens("alice:tok-a-0123, bob:tok-b-0123")).unwrap();
+        assert!(format!("{:?}", auth.unwrap()).contains("bob"));
+        let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob")).unwrap_err();
+        assert_eq!(err, "SERVERFS_TOKENS entry 2: expected NAME:TOKEN");
+        let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob:tok-a-0123")).unwrap_err();
+        assert_eq!(err, "SERVERFS_TOKENS entry 2: the same token as entry 1");
+        let both =
+            |k: &str| matches!(k, "SERVERFS_TOKENS" | "SERVERFS_TOKEN").then(|| "a:b".to_owned());
+        let err = none.http.bearer_auth(&both).unwrap_err();
+        assert!(err.contains("both set") && !err.contains("a:b"), "{err}");
     }
 }

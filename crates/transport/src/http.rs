@@ -169,7 +169,7 @@ pub struct HttpConfig {
     pub mcp: McpOptions,
     /// What one connection may hold.
     pub connections: ConnectionOptions,
-    /// When set, `/mcp` requires this bearer token.
+    /// When set, `/mcp` requires one of these bearer tokens.
     pub auth: Option<crate::BearerAuth>,
 }
 
@@ -199,13 +199,16 @@ where
 /// stranger), and its name for the log.
 pub struct McpGuard {
     apply: Box<dyn FnOnce(Router) -> Router + Send>,
-    name: &'static str,
+    name: String,
 }
 
 impl McpGuard {
     /// `layer` in front of `/mcp`, logged as `name`.
-    pub fn new(name: &'static str, apply: impl FnOnce(Router) -> Router + Send + 'static) -> Self {
-        Self { apply: Box::new(apply), name }
+    pub fn new(
+        name: impl Into<String>,
+        apply: impl FnOnce(Router) -> Router + Send + 'static,
+    ) -> Self {
+        Self { apply: Box::new(apply), name: name.into() }
     }
 
     /// Nothing in front of `/mcp` (loopback only, or a trusted proxy).
@@ -214,12 +217,23 @@ impl McpGuard {
     }
 }
 
-impl From<Option<crate::BearerAuth>> for McpGuard {
-    fn from(token: Option<crate::BearerAuth>) -> Self {
-        match token {
-            Some(token) => Self::new("bearer", move |router| router.route_layer(token)),
+impl From<Option<crate::Auth>> for McpGuard {
+    fn from(auth: Option<crate::Auth>) -> Self {
+        match auth {
+            Some(auth) => Self::new(auth.methods(), move |router| router.route_layer(auth)),
             None => Self::none(),
         }
+    }
+}
+
+/// The bearer tokens alone (serverfs-mcp): a refusal says
+/// `401 Unauthorized: missing or invalid bearer token`.
+impl From<Option<crate::BearerAuth>> for McpGuard {
+    fn from(tokens: Option<crate::BearerAuth>) -> Self {
+        Self::from(tokens.and_then(|tokens| {
+            let bearer: std::sync::Arc<dyn crate::Verify> = std::sync::Arc::new(tokens);
+            crate::Auth::new(vec![bearer], "bearer token")
+        }))
     }
 }
 
@@ -244,7 +258,7 @@ where
     let listener = tokio::net::TcpListener::bind(http.listen)
         .await
         .map_err(|e| ListenError::wrap(http.listen, e))?;
-    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth = guard.name);
+    tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth = %guard.name);
     serve(listener, app, &http.connections, shutdown).await
 }
 
@@ -291,7 +305,7 @@ pub fn health_router() -> Router {
 
 /// `/mcp` (exactly: `/mcp/…` is 404) serving `factory`'s handlers statelessly,
 /// behind rmcp's Host/Origin checks and the body limits of `options`.
-/// Binaries add their own layers (`route_layer`, e.g. a [`crate::BearerAuth`])
+/// Binaries add their own layers (`route_layer`, e.g. an [`crate::Auth`])
 /// and merge it with [`health_router`]; [`with_header_checks`] goes on the
 /// whole app.
 pub fn mcp_router<S, F>(factory: F, options: &McpOptions, shutdown: &CancellationToken) -> Router

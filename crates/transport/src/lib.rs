@@ -1,6 +1,7 @@
 //! Transport plumbing shared by the ServerFS binaries: stateless Streamable
 //! HTTP at `/mcp` behind Host/Origin checks and a body cap, `GET /healthz`,
-//! the bounded accept loop, an optional bearer-token layer, stdio, the
+//! the bounded accept loop, the authentication layer (bearer tokens, and
+//! any other [`Verify`] a binary brings), stdio, the
 //! `healthcheck` probe, and flat JSON logs on stderr. Nothing here knows
 //! which tools a binary serves or which host names it answers to: each
 //! binary composes its own app from these pieces.
@@ -18,7 +19,7 @@ mod health;
 mod http;
 mod logging;
 
-pub use auth::{BearerAuth, RequireBearer};
+pub use auth::{Auth, BearerAuth, Principal, Refusal, RequireAuth, Verdict, Verify};
 /// The router type binaries add their own routes with.
 pub use axum::Router;
 pub use health::probe_health;

@@ -87,6 +87,7 @@ server then inherits the tree and kills it.
 #![deny(missing_docs)]
 
 mod capped;
+mod children;
 mod limit;
 mod policy;
 mod render;

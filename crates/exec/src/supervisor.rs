@@ -37,6 +37,8 @@ use rustix::process::{
     set_child_subreaper, wait, waitid,
 };
 
+use crate::children;
+
 /// The environment variables a command may see; everything else is
 /// cleared.
 pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
@@ -312,6 +314,12 @@ fn spawn_bash(
 
 /// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps
 /// every child of ours until none is left.
+///
+/// Our children are found from our threads' `children` files (see the
+/// children module); the loop ends only when `wait` says no child is left,
+/// alive or zombie, so a listing that missed one only costs a round: when
+/// children remain, none has ended, and the listing found none to kill,
+/// the exhaustive `/proc` scan finds them before we wait.
 fn break_all(shared: &Shared, pid: Pid) {
     {
         let mut t = lock(shared);
@@ -321,57 +329,39 @@ fn break_all(shared: &Shared, pid: Pid) {
             t.reaped = true;
         }
     }
-    let me = getpid();
     loop {
-        kill_children(me);
+        let (found, exact) = match children::listed() {
+            Some(found) => (found, false),
+            None => (children::scanned(), true),
+        };
+        kill_all(&found);
         // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
         // waitpid(0), children of our own process group only — bash and
         // everything it starts are in other groups.)
-        // ECHILD: no child left, alive or zombie. Anything else (a reaped
-        // child, EINTR): scan again.
-        if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
-            break;
+        match wait(WaitOptions::NOHANG) {
+            // No child left, alive or zombie.
+            Err(Errno::CHILD) => break,
+            // Children left, none ended yet: the listing may have missed
+            // them (see the children module).
+            Ok(None) => {
+                if found.is_empty() && !exact {
+                    kill_all(&children::scanned());
+                }
+                if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
+                    break;
+                }
+            }
+            // A reaped child, EINTR: list again.
+            Ok(Some(_)) | Err(_) => {}
         }
     }
 }
 
-/// SIGKILLs every process whose parent is `me` (found in `/proc/*/stat`).
-/// A child cannot be reaped by anyone but us, so its pid cannot be reused
-/// between the scan and the kill.
-fn kill_children(me: Pid) {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(raw) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Some(pid) = Pid::from_raw(raw) else { continue };
-        if pid == me {
-            continue;
-        }
-        if parent_of(raw) == Some(me.as_raw_pid()) {
-            let _ = kill_process(pid, Signal::KILL);
-        }
-    }
-}
-
-/// The parent pid from `/proc/PID/stat` (the field after the state, after
-/// the last `)` since the command name may hold anything).
-pub(crate) fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parent_of_self_is_our_parent() {
-        let me = std::process::id() as i32;
-        let parent = rustix::process::getppid().map(|p| p.as_raw_pid());
-        assert_eq!(parent_of(me), parent);
+/// SIGKILLs each of our children in `pids`. A child cannot be reaped by
+/// anyone but us, so its pid cannot be reused between the listing and the
+/// kill.
+fn kill_all(pids: &[i32]) {
+    for pid in pids.iter().filter_map(|&raw| Pid::from_raw(raw)) {
+        let _ = kill_process(pid, Signal::KILL);
     }
 }

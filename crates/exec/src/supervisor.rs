@@ -199,8 +199,8 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
         });
     }
 
-    let mut bash = std::process::Command::new("bash");
-    bash.arg("--noprofile").arg("--norc");
+    let mut bash = std::process::Command::new(find_bash());
+    bash.arg0("bash").arg("--noprofile").arg("--norc");
     match &mode {
         Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
         Mode::Session => bash.stdin(Stdio::piped()),
@@ -294,6 +294,29 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
     Ok(())
 }
 
+/// `bash` as the command's `PATH` finds it (in the first directory holding
+/// an executable `bash`), or plain `bash` when a relative directory comes
+/// first or none holds one (then the spawn searches `PATH` itself, as it
+/// always did). An absolute program lets std start it with `posix_spawn`
+/// (a vfork) instead of a fork of this large process followed by one failed
+/// `execve` per `PATH` directory before bash's.
+fn find_bash() -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in path.as_bytes().split(|&b| b == b':') {
+        if !dir.starts_with(b"/") {
+            break;
+        }
+        let bash = std::path::Path::new(OsStr::from_bytes(dir)).join("bash");
+        if rustix::fs::access(&bash, rustix::fs::Access::EXEC_OK).is_ok()
+            && bash.metadata().is_ok_and(|m| m.is_file())
+        {
+            return bash.into_os_string();
+        }
+    }
+    "bash".into()
+}
+
 /// Starts bash, inside a fresh Landlock domain when `sandbox` is given: in
 /// a thread of its own that enters the domain, forks and ends, so no thread
 /// of the supervisor stays in the command's domain (see the sandbox module).
@@ -315,11 +338,12 @@ fn spawn_bash(
 /// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps
 /// every child of ours until none is left.
 ///
-/// Our children are found from our threads' `children` files (see the
-/// children module); the loop ends only when `wait` says no child is left,
-/// alive or zombie, so a listing that missed one only costs a round: when
-/// children remain, none has ended, and the listing found none to kill,
-/// the exhaustive `/proc` scan finds them before we wait.
+/// The loop ends only when `wait` says no child is left, alive or zombie.
+/// Ended children are reaped first, so a command that left nothing behind
+/// costs no `/proc` read at all. Living ones are found from our threads'
+/// `children` files (see the children module), and when that listing
+/// finds none to kill (it can skip an entry when the list changes under
+/// it), from the exhaustive `/proc` scan, before we wait for one to end.
 fn break_all(shared: &Shared, pid: Pid) {
     {
         let mut t = lock(shared);
@@ -330,28 +354,24 @@ fn break_all(shared: &Shared, pid: Pid) {
         }
     }
     loop {
-        let (found, exact) = match children::listed() {
-            Some(found) => (found, false),
-            None => (children::scanned(), true),
-        };
-        kill_all(&found);
         // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
         // waitpid(0), children of our own process group only — bash and
         // everything it starts are in other groups.)
         match wait(WaitOptions::NOHANG) {
             // No child left, alive or zombie.
             Err(Errno::CHILD) => break,
-            // Children left, none ended yet: the listing may have missed
-            // them (see the children module).
+            // Children left, none ended yet.
             Ok(None) => {
-                if found.is_empty() && !exact {
-                    kill_all(&children::scanned());
-                }
+                let found = match children::listed() {
+                    Some(found) if !found.is_empty() => found,
+                    _ => children::scanned(),
+                };
+                kill_all(&found);
                 if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
                     break;
                 }
             }
-            // A reaped child, EINTR: list again.
+            // A reaped child, EINTR: again.
             Ok(Some(_)) | Err(_) => {}
         }
     }

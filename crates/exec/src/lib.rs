@@ -92,6 +92,7 @@ server then inherits the tree and kills it.
 #![deny(missing_docs)]
 
 mod capped;
+mod children;
 mod commands;
 mod limit;
 mod policy;

@@ -447,7 +447,7 @@ impl Drive {
         // Whatever the supervisor said: if it died before its tree (killed
         // from outside), what is left was re-parented to us (when we adopt
         // orphans); a status line proves nothing (see the status module).
-        sweep_orphans().await;
+        sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
         if line.is_none() {
             // The supervisor wrote it before exiting: it is buffered, unless
             // someone else holds the channel open without writing.

@@ -568,7 +568,7 @@ impl Sessions {
             };
             reaped(supervisor_pid);
             // Whatever the supervisor said (see the status module).
-            sweep_orphans().await;
+            sweep_orphans(exit.is_some_and(|s| s.success())).await;
             if line.is_none() {
                 line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
             }

@@ -17,8 +17,9 @@ use rustix::process::{
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
+use crate::children;
 use crate::sandbox::SandboxConfig;
-use crate::supervisor::{Supervisor, parent_of};
+use crate::supervisor::Supervisor;
 
 /// How long a supervisor gets to kill its tree and exit after its control
 /// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
@@ -91,35 +92,33 @@ pub fn adopt_orphans() -> std::io::Result<()> {
     Ok(())
 }
 
-/// After a supervisor died without a status line: SIGKILL every child of
-/// the server that is not a live supervisor, reap it, and repeat while
-/// their own children keep being re-parented to us (bounded).
-pub(crate) async fn sweep_orphans() {
+/// After a supervisor ended: SIGKILL every child of the server that is not
+/// a live supervisor, reap it, and repeat while their own children keep
+/// being re-parented to us (bounded).
+///
+/// `trusted_end`: the supervisor exited with code 0, which it does only
+/// after `wait` told it that no child of its was left — its tree is gone,
+/// nothing of it came to us, and the server's children are listed cheaply
+/// (their `children` files; see the children module). After any other end
+/// (killed, crashed, stopped by us) the sweep scans all of `/proc`, which
+/// stays exact while other commands' supervisors start and end.
+pub(crate) async fn sweep_orphans(trusted_end: bool) {
     if !ADOPTING.load(Ordering::Acquire) {
         return;
     }
-    let me = getpid().as_raw_pid();
     for _ in 0..2000 {
         let found: Vec<Pid> = {
             let live = supervisors();
-            let mut found = Vec::new();
-            if let Ok(dir) = std::fs::read_dir("/proc") {
-                for entry in dir.flatten() {
-                    let Some(raw) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
-                    else {
-                        continue;
-                    };
-                    if raw != me
-                        && !live.contains(&raw)
-                        && parent_of(raw) == Some(me)
-                        && let Some(pid) = Pid::from_raw(raw)
-                    {
-                        let _ = kill_process(pid, Signal::KILL);
-                        found.push(pid);
-                    }
-                }
-            }
-            found
+            let children = if trusted_end { children::listed() } else { None };
+            children
+                .unwrap_or_else(children::scanned)
+                .into_iter()
+                .filter(|pid| !live.contains(pid))
+                .filter_map(Pid::from_raw)
+                .inspect(|&pid| {
+                    let _ = kill_process(pid, Signal::KILL);
+                })
+                .collect()
         };
         if found.is_empty() {
             return;

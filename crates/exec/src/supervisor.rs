@@ -37,6 +37,8 @@ use rustix::process::{
     set_child_subreaper, wait, waitid,
 };
 
+use crate::children;
+
 /// The environment variables a command may see; everything else is
 /// cleared.
 pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
@@ -197,8 +199,8 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
         });
     }
 
-    let mut bash = std::process::Command::new("bash");
-    bash.arg("--noprofile").arg("--norc");
+    let mut bash = std::process::Command::new(find_bash());
+    bash.arg0("bash").arg("--noprofile").arg("--norc");
     match &mode {
         Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
         Mode::Session => bash.stdin(Stdio::piped()),
@@ -292,6 +294,29 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
     Ok(())
 }
 
+/// `bash` as the command's `PATH` finds it (in the first directory holding
+/// an executable `bash`), or plain `bash` when a relative directory comes
+/// first or none holds one (then the spawn searches `PATH` itself, as it
+/// always did). An absolute program lets std start it with `posix_spawn`
+/// (a vfork) instead of a fork of this large process followed by one failed
+/// `execve` per `PATH` directory before bash's.
+fn find_bash() -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in path.as_bytes().split(|&b| b == b':') {
+        if !dir.starts_with(b"/") {
+            break;
+        }
+        let bash = std::path::Path::new(OsStr::from_bytes(dir)).join("bash");
+        if rustix::fs::access(&bash, rustix::fs::Access::EXEC_OK).is_ok()
+            && bash.metadata().is_ok_and(|m| m.is_file())
+        {
+            return bash.into_os_string();
+        }
+    }
+    "bash".into()
+}
+
 /// Starts bash, inside a fresh Landlock domain when `sandbox` is given: in
 /// a thread of its own that enters the domain, forks and ends, so no thread
 /// of the supervisor stays in the command's domain (see the sandbox module).
@@ -312,6 +337,13 @@ fn spawn_bash(
 
 /// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps
 /// every child of ours until none is left.
+///
+/// The loop ends only when `wait` says no child is left, alive or zombie.
+/// Ended children are reaped first, so a command that left nothing behind
+/// costs no `/proc` read at all. Living ones are found from our threads'
+/// `children` files (see the children module), and when that listing
+/// finds none to kill (it can skip an entry when the list changes under
+/// it), from the exhaustive `/proc` scan, before we wait for one to end.
 fn break_all(shared: &Shared, pid: Pid) {
     {
         let mut t = lock(shared);
@@ -321,57 +353,35 @@ fn break_all(shared: &Shared, pid: Pid) {
             t.reaped = true;
         }
     }
-    let me = getpid();
     loop {
-        kill_children(me);
         // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
         // waitpid(0), children of our own process group only — bash and
         // everything it starts are in other groups.)
-        // ECHILD: no child left, alive or zombie. Anything else (a reaped
-        // child, EINTR): scan again.
-        if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
-            break;
+        match wait(WaitOptions::NOHANG) {
+            // No child left, alive or zombie.
+            Err(Errno::CHILD) => break,
+            // Children left, none ended yet.
+            Ok(None) => {
+                let found = match children::listed() {
+                    Some(found) if !found.is_empty() => found,
+                    _ => children::scanned(),
+                };
+                kill_all(&found);
+                if let Err(Errno::CHILD) = wait(WaitOptions::empty()) {
+                    break;
+                }
+            }
+            // A reaped child, EINTR: again.
+            Ok(Some(_)) | Err(_) => {}
         }
     }
 }
 
-/// SIGKILLs every process whose parent is `me` (found in `/proc/*/stat`).
-/// A child cannot be reaped by anyone but us, so its pid cannot be reused
-/// between the scan and the kill.
-fn kill_children(me: Pid) {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(raw) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Some(pid) = Pid::from_raw(raw) else { continue };
-        if pid == me {
-            continue;
-        }
-        if parent_of(raw) == Some(me.as_raw_pid()) {
-            let _ = kill_process(pid, Signal::KILL);
-        }
-    }
-}
-
-/// The parent pid from `/proc/PID/stat` (the field after the state, after
-/// the last `)` since the command name may hold anything).
-pub(crate) fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parent_of_self_is_our_parent() {
-        let me = std::process::id() as i32;
-        let parent = rustix::process::getppid().map(|p| p.as_raw_pid());
-        assert_eq!(parent_of(me), parent);
+/// SIGKILLs each of our children in `pids`. A child cannot be reaped by
+/// anyone but us, so its pid cannot be reused between the listing and the
+/// kill.
+fn kill_all(pids: &[i32]) {
+    for pid in pids.iter().filter_map(|&raw| Pid::from_raw(raw)) {
+        let _ = kill_process(pid, Signal::KILL);
     }
 }

@@ -6,6 +6,9 @@
 //!   journal directory, fsynced, renamed over `<key>-<txid>.json`, and the
 //!   directory fsynced. A crash leaves the old state or the new one, never
 //!   a torn file; a leftover `*.tmp` of ours is garbage.
+//! - A finished transaction's journal is removed durably, except a
+//!   `committed` one's (see [`JournalDir::remove`]): a single-file patch
+//!   costs 10 fsyncs instead of 11.
 //! - The file name starts with the root's identity key (`<dev>.<ino>` of
 //!   the root directory, hex), so a writer lists only its own root's
 //!   journals and never touches another root's, even their temporaries.
@@ -157,12 +160,22 @@ impl JournalDir {
         write().map_err(|e| state_error(&e, "cannot be written"))
     }
 
-    /// Removes a finished transaction's journal, durably.
+    /// Removes a finished transaction's journal: durably, except a
+    /// `committed` one's. Settling a committed journal only removes
+    /// leftover temporaries and backups, by names unique to its
+    /// transaction, so one that comes back after a crash is settled again
+    /// harmlessly; the next journal written fsyncs the directory anyway.
+    /// (An `intent` or `prepared` journal that came back could undo by
+    /// inode number, and inode numbers are reused: those removals are
+    /// fsynced.)
     pub(crate) fn remove(&self, journal: &Journal) -> Result<(), FsError> {
         let remove = || -> std::io::Result<()> {
             match fs::remove_file(self.file(&journal.root, &journal.txid)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
                 _ => {}
+            }
+            if journal.state == State::Committed {
+                return Ok(());
             }
             File::open(&self.dir)?.sync_all()
         };

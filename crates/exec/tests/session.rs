@@ -255,10 +255,18 @@ async fn session_count_is_capped() {
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_sessions_are_reaped_with_their_tree() {
     let t = tag();
-    let s = sessions(|c| c.idle_timeout = Duration::from_millis(300));
+    // Idle long enough for a busy machine to start the tree below; the
+    // test does not wait on that clock otherwise.
+    let s = sessions(|c| c.idle_timeout = Duration::from_secs(5));
     let dir = tempfile::tempdir().unwrap();
     let id = s.open(&me(), dir.path(), None).unwrap();
-    s.write(&me(), &id, &format!("setsid sleep 300.{t} &\n")).await.unwrap();
+    // The shell says "up" once the survivor-to-be runs (its cmdline holds
+    // the tag); reading that is activity, so the idle clock starts after.
+    let up = format!(
+        "setsid sleep 300.{t} & until tr '\\0' ' ' </proc/$!/cmdline | grep -q 300.{t}; do :; done; echo up\n"
+    );
+    s.write(&me(), &id, &up).await.unwrap();
+    read_until(&s, &id, 0, "up").await;
     wait_alive(&t).await;
     // The background reaper closes it once it has been idle long enough.
     wait_gone(&t).await;

@@ -96,9 +96,11 @@ impl Commands {
     ) -> Result<Outcome, FsError> {
         self.policy.check(&args.command)?;
         let timeout_seconds = args.timeout_seconds.unwrap_or(crate::DEFAULT_TIMEOUT_SECS);
-        crate::check_timeout(timeout_seconds)?;
-        let yield_after =
-            crate::check_yield(args.yield_after_seconds.unwrap_or(crate::DEFAULT_YIELD_SECS))?;
+        crate::check_seconds("timeout_seconds", timeout_seconds)?;
+        let yield_after = crate::check_seconds(
+            "yield_after_seconds",
+            args.yield_after_seconds.unwrap_or(crate::DEFAULT_YIELD_SECS),
+        )?;
         let _slot = self.limiter.acquire().await?;
         // Kept open until the command has started in it.
         let workdir = root.walk_root(&root.locate(&args.workdir)?)?;

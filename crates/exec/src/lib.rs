@@ -113,7 +113,7 @@ pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Per
 pub use policy::Policy;
 pub use run::{
     CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_COMMAND_BYTES,
-    MAX_TIMEOUT_SECS, Outcome, Progress, ProgressFn, check_timeout, check_yield, run,
+    MAX_TIMEOUT_SECS, Outcome, Progress, ProgressFn, check_seconds, run,
 };
 pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
 pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};

@@ -166,24 +166,14 @@ impl Reported for Outcome {
     }
 }
 
-/// Checks `timeout_seconds` (1…600).
-pub fn check_timeout(timeout_seconds: u64) -> Result<Duration, FsError> {
-    if (1..=MAX_TIMEOUT_SECS).contains(&timeout_seconds) {
-        Ok(Duration::from_secs(timeout_seconds))
+/// Checks a duration argument given in seconds (1…600), named `argument`
+/// in the refusal (`timeout_seconds`, `yield_after_seconds`).
+pub fn check_seconds(argument: &str, seconds: u64) -> Result<Duration, FsError> {
+    if (1..=MAX_TIMEOUT_SECS).contains(&seconds) {
+        Ok(Duration::from_secs(seconds))
     } else {
         Err(FsError::invalid(format!(
-            "timeout_seconds must be between 1 and {MAX_TIMEOUT_SECS}, not {timeout_seconds}."
-        )))
-    }
-}
-
-/// Checks `yield_after_seconds` (1…600).
-pub fn check_yield(yield_after_seconds: u64) -> Result<Duration, FsError> {
-    if (1..=MAX_TIMEOUT_SECS).contains(&yield_after_seconds) {
-        Ok(Duration::from_secs(yield_after_seconds))
-    } else {
-        Err(FsError::invalid(format!(
-            "yield_after_seconds must be between 1 and {MAX_TIMEOUT_SECS}, not {yield_after_seconds}."
+            "{argument} must be between 1 and {MAX_TIMEOUT_SECS}, not {seconds}."
         )))
     }
 }
@@ -219,7 +209,7 @@ pub(crate) async fn run_inner(
     progress: Option<ProgressFn>,
     yield_to: Option<YieldTo>,
 ) -> Result<Outcome, FsError> {
-    let timeout = check_timeout(spec.timeout_seconds)?;
+    let timeout = check_seconds("timeout_seconds", spec.timeout_seconds)?;
     if spec.command.contains('\0') {
         return Err(FsError::invalid("The command contains a NUL character."));
     }
@@ -495,5 +485,25 @@ impl Drive {
             cancelled,
             ..Outcome::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_checked_within_1_to_600_and_the_refusal_names_the_argument() {
+        assert_eq!(check_seconds("timeout_seconds", 1).unwrap(), Duration::from_secs(1));
+        assert_eq!(check_seconds("timeout_seconds", 600).unwrap(), Duration::from_secs(600));
+        for bad in [0, 601, u64::MAX] {
+            let e = check_seconds("yield_after_seconds", bad).unwrap_err();
+            assert_eq!(e.code(), serverfs_core::ErrorCode::InvalidArgument);
+            assert!(
+                e.to_string()
+                    .contains(&format!("yield_after_seconds must be between 1 and 600, not {bad}")),
+                "{e}"
+            );
+        }
     }
 }

@@ -36,8 +36,9 @@ impl Queue {
     /// queue fills and lines are dropped: logging still never blocks).
     fn start() -> Self {
         let (tx, rx) = sync_channel(QUEUE_LINES);
-        let _ =
-            std::thread::Builder::new().name("log-writer".into()).spawn(move || write_lines(&rx));
+        let _ = std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn(move || write_lines(&rx, &mut std::io::stderr()));
         Self(tx)
     }
 }
@@ -50,10 +51,10 @@ impl Queue {
 /// [`QUEUE_LINES`].
 const BATCH_PAUSE: Duration = Duration::from_millis(5);
 
-fn write_lines(rx: &Receiver<Item>) {
-    // Not `stderr().lock()` for the thread's life: a panic message on
-    // another thread must still get through.
-    let mut stderr = std::io::stderr();
+/// Writes what `rx` brings to `out` (stderr; not `stderr().lock()` held
+/// for the thread's life, so a panic message on another thread still gets
+/// through) until every sender is gone. A failed write drops its batch.
+fn write_lines(rx: &Receiver<Item>, out: &mut impl Write) {
     let mut batch = Vec::new();
     let mut flushed = Vec::new();
     while let Ok(first) = rx.recv() {
@@ -65,7 +66,7 @@ fn write_lines(rx: &Receiver<Item>) {
                 Item::Flush(done) => flushed.push(done),
             }
         }
-        let _ = stderr.write_all(&batch);
+        let _ = out.write_all(&batch);
         batch.clear();
         for done in flushed.drain(..) {
             let _ = done.try_send(());
@@ -151,4 +152,62 @@ pub fn init_logging(level: &str) -> Result<(), String> {
         .with_env_filter(EnvFilter::new(directive))
         .try_init()
         .map_err(|e| format!("logging: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Records each `write` call; fails them all when `broken` (a reader
+    /// that is gone).
+    #[derive(Clone, Default)]
+    struct Sink {
+        writes: Arc<Mutex<Vec<Vec<u8>>>>,
+        broken: bool,
+    }
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.broken {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            self.writes.lock().unwrap().push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Queues `lines` then a flush, runs the writer, and returns what
+    /// reached `sink` once the flush was answered.
+    fn run(mut sink: Sink, lines: &[&str]) -> Vec<Vec<u8>> {
+        let (tx, rx) = sync_channel(QUEUE_LINES);
+        for line in lines {
+            tx.send(Item::Line(line.as_bytes().to_vec())).unwrap();
+        }
+        let (done_tx, done_rx) = sync_channel(1);
+        tx.send(Item::Flush(done_tx)).unwrap();
+        let writes = Arc::clone(&sink.writes);
+        let writer = std::thread::spawn(move || write_lines(&rx, &mut sink));
+        done_rx.recv().expect("the flush is answered");
+        drop(tx);
+        writer.join().unwrap();
+        std::mem::take(&mut *writes.lock().unwrap())
+    }
+
+    #[test]
+    fn queued_lines_go_out_in_order_in_one_write_before_the_flush_is_answered() {
+        let writes = run(Sink::default(), &["a\n", "b\n", "c\n"]);
+        assert_eq!(writes, vec![b"a\nb\nc\n".to_vec()]);
+    }
+
+    #[test]
+    fn a_gone_reader_drops_lines_and_still_answers_the_flush() {
+        let writes = run(Sink { broken: true, ..Sink::default() }, &["a\n", "b\n"]);
+        assert!(writes.is_empty());
+    }
 }

@@ -9,6 +9,7 @@
 #
 # What it adds (each recorded in a manifest, $DESTDIR/etc/serverfs-dev/.install-manifest):
 #   /usr/local/bin/serverfs-dev                                    the binary
+#   /usr/local/bin/serverfs-dev-supervisor                         its per-command supervisor (from beside --binary)
 #   /etc/systemd/system/serverfs-dev.service                       the unit
 #   /etc/systemd/system/serverfs-dev.service.d/root.conf           the root's sandbox paths
 #   /etc/serverfs-dev/serverfs-dev.env                             config, 0600, only if absent
@@ -63,6 +64,7 @@ if [ -z "$dest" ] && [ "$dry" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
 fi
 
 bin_path=/usr/local/bin/serverfs-dev
+supervisor_path=/usr/local/bin/serverfs-dev-supervisor
 unit_path=/etc/systemd/system/serverfs-dev.service
 dropin_dir=/etc/systemd/system/serverfs-dev.service.d
 dropin_path=$dropin_dir/root.conf
@@ -215,6 +217,10 @@ fi
 # Install.
 [ -n "$binary" ] || binary="$here/../target/release/serverfs-dev"
 [ -f "$binary" ] || die "no binary at $binary (build it, or pass --binary PATH)"
+# The supervisor every command runs under, built beside the binary; always
+# installed with it, so the two are never of different releases.
+supervisor=$(dirname "$binary")/serverfs-dev-supervisor
+[ -f "$supervisor" ] || die "no serverfs-dev-supervisor beside $binary (cargo build --release -p serverfs-dev builds both)"
 [ -f "$here/serverfs-dev.service" ] || die "missing $here/serverfs-dev.service"
 [ -f "$here/serverfs-dev.env.example" ] || die "missing $here/serverfs-dev.env.example"
 
@@ -266,6 +272,7 @@ make_dir /etc/systemd/system 0755
 make_dir "$dropin_dir" 0755
 
 put_file "$binary" "$bin_path" 0755
+put_file "$supervisor" "$supervisor_path" 0755
 put_file "$here/serverfs-dev.service" "$unit_path" 0644
 put_file "$tmpdir/root.conf" "$dropin_path" 0644
 

@@ -21,7 +21,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dummy=$work/serverfs-dev
 printf '#!/bin/sh\necho dummy serverfs-dev\n' > "$dummy"
-chmod 0755 "$dummy"
+printf '#!/bin/sh\necho dummy supervisor\n' > "$work/serverfs-dev-supervisor"
+chmod 0755 "$dummy" "$work/serverfs-dev-supervisor"
 
 # Every path with its type, mode, size and content hash.
 snapshot() {
@@ -45,7 +46,7 @@ echo "tool" > "$dest/usr/local/bin/other-tool"
 before=$(snapshot "$dest")
 
 install_into "$dest" /home/alice/project > "$work/log1"
-for f in usr/local/bin/serverfs-dev:755 etc/systemd/system/serverfs-dev.service:644 \
+for f in usr/local/bin/serverfs-dev:755 usr/local/bin/serverfs-dev-supervisor:755 etc/systemd/system/serverfs-dev.service:644 \
   etc/systemd/system/serverfs-dev.service.d/root.conf:644 etc/serverfs-dev/serverfs-dev.env:600 \
   etc/serverfs-dev:700; do
   path=$dest/${f%%:*}
@@ -56,7 +57,8 @@ cmp -s "$dest/etc/systemd/system/serverfs-dev.service" deploy/serverfs-dev.servi
 grep -qx 'SERVERFS_ROOT=/home/alice/project' "$dest/etc/serverfs-dev/serverfs-dev.env" || fail "env file lacks the root"
 grep -qx 'ReadWritePaths=/home/alice/project' "$dest/etc/systemd/system/serverfs-dev.service.d/root.conf" || fail "drop-in lacks ReadWritePaths"
 grep -qx 'BindPaths=/home/alice/project' "$dest/etc/systemd/system/serverfs-dev.service.d/root.conf" || fail "drop-in lacks BindPaths for a root under /home"
-ok "install: binary, unit, drop-in, env file (0600) in place"
+cmp -s "$dest/usr/local/bin/serverfs-dev-supervisor" "$work/serverfs-dev-supervisor" || fail "the supervisor is not the one beside --binary"
+ok "install: binary, its supervisor, unit, drop-in, env file (0600) in place"
 
 # Re-run: nothing changes, and an edited env file is kept.
 echo "SERVERFS_TOKEN=edited-by-the-admin" >> "$dest/etc/serverfs-dev/serverfs-dev.env"
@@ -95,6 +97,7 @@ DESTDIR=$dest "$installer" --uninstall > "$work/log3"
 grep -q 'kept (edited since install' "$work/log3" || fail "edited env file not reported as kept"
 [ -f "$dest/etc/serverfs-dev/serverfs-dev.env" ] || fail "edited env file was removed"
 [ ! -e "$dest/usr/local/bin/serverfs-dev" ] || fail "binary left behind"
+[ ! -e "$dest/usr/local/bin/serverfs-dev-supervisor" ] || fail "supervisor left behind"
 [ ! -e "$dest/etc/systemd/system/serverfs-dev.service" ] || fail "unit left behind"
 rm "$dest/etc/serverfs-dev/serverfs-dev.env"
 rmdir "$dest/etc/serverfs-dev"
@@ -130,6 +133,15 @@ before3=$(snapshot "$dest3")
 if install_into "$dest3" /srv/p > "$work/log4" 2>&1; then fail "replaced a file it did not install"; fi
 grep -q 'was not installed by' "$work/log4" || fail "no reason given for refusing"
 ok "refuses to replace a file it did not install"
+lone=$work/lone
+mkdir "$lone" && cp "$dummy" "$lone/serverfs-dev"
+before_lone=$(snapshot "$dest3")
+if DESTDIR=$dest3 "$installer" --binary "$lone/serverfs-dev" --root /srv/p > "$work/log6" 2>&1; then
+  fail "installed a binary without its supervisor"
+fi
+grep -q 'no serverfs-dev-supervisor beside' "$work/log6" || fail "no reason given for refusing a lone binary"
+[ "$(snapshot "$dest3")" = "$before_lone" ] || fail "a refused lone binary changed the tree"
+ok "refuses a binary without its supervisor, changing nothing"
 rm "$dest3/usr/local/bin/serverfs-dev"
 before3=$(snapshot "$dest3")
 DESTDIR=$dest3 "$installer" --dry-run --binary "$dummy" --root /srv/p > "$work/log5"

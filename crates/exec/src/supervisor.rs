@@ -46,9 +46,11 @@ pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 /// How the server starts a supervisor: a program and the arguments that
 /// select the hidden subcommand.
 ///
-/// serverfs-dev uses `Supervisor::new(std::env::current_exe()?,
-/// ["__supervise"])` and calls [`supervise_main`] when it sees that
-/// subcommand.
+/// serverfs-dev ships the supervisor as a small program of its own,
+/// `serverfs-dev-supervisor` (`Supervisor::new(path, [])`: a command starts
+/// faster when the supervisor is not the whole server binary), and falls
+/// back to `Supervisor::new(std::env::current_exe()?, ["__supervise"])`,
+/// calling [`supervise_main`] when it sees that subcommand.
 #[derive(Clone, Debug)]
 pub struct Supervisor {
     program: PathBuf,
@@ -70,7 +72,7 @@ impl Supervisor {
     /// `mode`; stdio, cwd and env are set by the caller.
     pub(crate) fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.prefix).args(sandbox).args(mode);
+        cmd.args(&self.prefix).arg(PROTOCOL).args(sandbox).args(mode);
         cmd
     }
 }
@@ -83,13 +85,21 @@ enum Mode {
     Session,
 }
 
-/// The supervisor's entry point. `args` are the arguments after the hidden
-/// subcommand: the sandbox options if any (see [`SandboxConfig`]), then
-/// `run COMMAND` or `session`.
+/// The first argument of every supervisor command line: the version of this
+/// crate, so that a supervisor program left over from another release (it
+/// can be installed as a file of its own, beside the server) refuses to run
+/// instead of misreading the arguments.
+const PROTOCOL: &str = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
+
+/// The supervisor's entry point. `args` are the arguments after the program
+/// (and after the hidden subcommand, when the server's own binary is the
+/// supervisor): the protocol version, the sandbox options if any (see
+/// [`SandboxConfig`]), then `run COMMAND` or `session`.
 ///
 /// It never writes to stdout or stderr (they belong to the command); its
 /// result goes to the server on the control channel. The exit code is 0
-/// when a status line was sent, 2 on a usage error, 1 otherwise.
+/// when a status line was sent, 2 on a usage error (another version's
+/// arguments included), 1 otherwise.
 pub fn supervise_main<I>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = OsString>,
@@ -104,6 +114,9 @@ where
         return ExitCode::FAILURE;
     }
     let mut args = args.into_iter().peekable();
+    if args.next().is_none_or(|a| a != PROTOCOL) {
+        return ExitCode::from(2);
+    }
     let Ok(sandbox) = SandboxConfig::from_args(&mut args) else {
         return ExitCode::from(2);
     };
@@ -157,6 +170,17 @@ fn report(control: &mut File, line: &str) {
     let _ = control.write_all(line.as_bytes());
 }
 
+/// Makes SIGTERM, SIGINT and SIGHUP write a byte to a socket instead of
+/// ending the process, and returns the socket's end to read them from.
+fn watch_signals() -> std::io::Result<std::os::unix::net::UnixStream> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let (read, write) = std::os::unix::net::UnixStream::pair()?;
+    for signal in [SIGTERM, SIGINT, SIGHUP] {
+        signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
+    }
+    Ok(read)
+}
+
 fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> Result<(), ()> {
     let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
     if set_child_subreaper(Some(getpid())).is_err() {
@@ -166,35 +190,21 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
     let shared: Shared = Arc::default();
 
     // Signals first, so a SIGTERM that arrives while bash starts is not
-    // fatal to us (that would orphan bash to init).
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-    let Ok(runtime) = runtime else {
-        report(&mut control_w, "error runtime\n");
-        return Err(());
-    };
-    let signals = {
-        let _entered = runtime.enter();
-        use tokio::signal::unix::{SignalKind, signal};
-        (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        )
-    };
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = signals else {
+    // fatal to us (that would orphan bash to init). The handlers only write
+    // to a socket (async-signal-safe); a thread blocked on its other end
+    // asks for the kill. No async runtime: one costs more to build than
+    // this whole supervisor costs to run a short command.
+    let Ok(woken) = watch_signals() else {
         report(&mut control_w, "error signals\n");
         return Err(());
     };
     {
         let shared = shared.clone();
+        let mut woken = woken;
         std::thread::spawn(move || {
-            runtime.block_on(async {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                    _ = hup.recv() => {}
-                }
-            });
+            // One byte (or the end of the socket, which cannot happen while
+            // the handlers hold its other end) means a signal came.
+            let _ = woken.read(&mut [0u8; 1]);
             request_kill(&shared);
         });
     }

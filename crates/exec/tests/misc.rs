@@ -226,3 +226,30 @@ async fn probe_server_dies() {
     let cmd = format!("setsid sleep 300.{t} & ( (sleep 301.{t} &) & ); sleep 302.{t}");
     let _ = run(spec(&cmd, dir.path()), &CancellationToken::new(), None).await;
 }
+
+/// A supervisor program from another release (installed beside the server,
+/// it can be left behind by an upgrade) refuses our command lines with
+/// exit 2 and runs nothing, and so does one called without the protocol
+/// argument; the marker is the only difference from a command line that
+/// does run.
+#[test]
+fn a_supervisor_of_another_version_runs_nothing() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |first: Option<&str>| {
+        // The control channel stays open (our end lives until the end of
+        // the call), so only a refusal ends the supervisor without bash.
+        let (_ours, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"));
+        cmd.args(first).args(["run", "touch ran; exit 0"]);
+        cmd.current_dir(dir.path())
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+        cmd.status().unwrap().code()
+    };
+    assert_eq!(run(Some("--serverfs-exec=0.0.0-other")), Some(2));
+    assert_eq!(run(None), Some(2));
+    assert!(!dir.path().join("ran").exists(), "a refused supervisor ran the command");
+    let current = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
+    assert_eq!(run(Some(current)), Some(0));
+    assert!(dir.path().join("ran").exists(), "the same command line with our version runs");
+}

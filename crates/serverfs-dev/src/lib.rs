@@ -35,6 +35,30 @@ const ROOT_NAME: &str = "project";
 /// (see `serverfs-exec`).
 pub const SUPERVISE: &str = "__supervise";
 
+/// The supervisor program installed beside `serverfs-dev`.
+pub const SUPERVISOR_PROGRAM: &str = "serverfs-dev-supervisor";
+
+/// The supervisor every command runs under: [`SUPERVISOR_PROGRAM`] when it
+/// is an executable file beside the server binary `exe` (a small program,
+/// so a command starts sooner), else `exe` itself under the hidden
+/// [`SUPERVISE`] subcommand (same code, the whole binary to load).
+fn supervisor_beside(exe: std::path::PathBuf) -> serverfs_exec::Supervisor {
+    let beside = exe.with_file_name(SUPERVISOR_PROGRAM);
+    let runnable = beside.metadata().is_ok_and(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.is_file() && m.permissions().mode() & 0o111 != 0
+    });
+    tracing::info!(
+        event = "supervisor",
+        program = %if runnable { beside.display() } else { exe.display() },
+    );
+    if runnable {
+        serverfs_exec::Supervisor::new(beside, Vec::<std::ffi::OsString>::new())
+    } else {
+        serverfs_exec::Supervisor::new(exe, [SUPERVISE])
+    }
+}
+
 /// The whole program: parse, validate, recover, serve; the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse_or_exit();
@@ -56,7 +80,7 @@ pub fn run() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let supervisor = match std::env::current_exe() {
-        Ok(exe) => serverfs_exec::Supervisor::new(exe, [SUPERVISE]),
+        Ok(exe) => supervisor_beside(exe),
         Err(e) => {
             eprintln!("serverfs-dev: cannot find its own executable: {e}");
             return ExitCode::FAILURE;

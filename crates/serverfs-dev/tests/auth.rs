@@ -57,13 +57,7 @@ async fn the_token_is_required_over_http_and_not_over_stdio() {
     drop(server);
     let mut cmd = tokio::process::Command::from(p.command());
     cmd.arg("--stdio").env("SERVERFS_TOKEN", TOKEN).stderr(Stdio::null());
-    let client = rmcp::service::serve_client_with_lifecycle(
-        rmcp::model::ClientConfig::default(),
-        rmcp::transport::TokioChildProcess::new(cmd).unwrap(),
-        rmcp::service::ClientLifecycleMode::Initialize,
-    )
-    .await
-    .unwrap();
+    let client = common::serve(cmd).await;
     common::ok(&client, "read_file", json!({"path": "src/lib.rs"})).await;
     client.cancel().await.unwrap();
 }

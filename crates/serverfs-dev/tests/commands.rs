@@ -115,14 +115,7 @@ async fn the_server_s_secrets_do_not_reach_commands() {
         .env("SERVERFS_TOKEN", "fake-secret-token-0123456789abcdef")
         .env("OTHER_SECRET", "s3cr3t")
         .stderr(Stdio::null());
-    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
-    let client = rmcp::service::serve_client_with_lifecycle(
-        rmcp::model::ClientConfig::default(),
-        transport,
-        rmcp::service::ClientLifecycleMode::Initialize,
-    )
-    .await
-    .unwrap();
+    let client = common::serve(cmd).await;
     // bash's parent is the supervisor; the supervisor's parent the server.
     let script = "id -u; env; for pid in $PPID $(ps -o ppid= $PPID); do \
         cat /proc/$pid/environ 2>&1 | tr '\\0' '\\n'; head -c 64 /proc/$pid/mem 2>&1; done";
@@ -147,14 +140,7 @@ async fn the_command_policy_refuses_and_runs_nothing() {
     p.write("target.txt", "keep\n");
     let mut cmd = tokio::process::Command::from(p.command());
     cmd.args(["--stdio", "--deny", "rm,curl"]).stderr(Stdio::null());
-    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
-    let client = rmcp::service::serve_client_with_lifecycle(
-        rmcp::model::ClientConfig::default(),
-        transport,
-        rmcp::service::ClientLifecycleMode::Initialize,
-    )
-    .await
-    .unwrap();
+    let client = common::serve(cmd).await;
     let host = p.dir.path();
     for command in [
         "rm target.txt",
@@ -455,4 +441,45 @@ async fn over_http_a_command_longer_than_the_client_waits_is_polled_to_its_end()
     assert_eq!((rest.as_str(), end["exit_code"].clone()), ("rest\n", json!(3)), "{end}");
     ok(&client, "shell_close", json!({"session_id": id})).await;
     client.cancel().await.unwrap();
+}
+
+/// The command line of the command's parent, the supervisor, seen from the
+/// command itself.
+async fn supervisor_argv(client: &common::Client) -> String {
+    let v = ok(client, "bash", json!({"command": "tr '\\0' ' ' < /proc/$PPID/cmdline"})).await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    v["stdout"].as_str().unwrap().to_owned()
+}
+
+/// Commands run under the small `serverfs-dev-supervisor` installed beside
+/// the server; a server binary copied alone runs them under itself
+/// (`__supervise`), with the same guarantee that nothing survives.
+#[tokio::test]
+async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() {
+    let p = Project::new();
+    let client = p.stdio_client().await;
+    let argv = supervisor_argv(&client).await;
+    let beside = std::path::Path::new(common::BIN).with_file_name("serverfs-dev-supervisor");
+    assert!(
+        argv.starts_with(&format!("{} --serverfs-exec=", beside.display())),
+        "not the program beside the server: {argv}"
+    );
+    drop(client);
+
+    let alone = tempfile::tempdir().unwrap();
+    let bin = alone.path().join("serverfs-dev");
+    std::fs::copy(common::BIN, &bin).unwrap();
+    let mut cmd = tokio::process::Command::new(&bin);
+    cmd.arg("--root").arg(p.root()).arg("--state-dir").arg(p.state()).arg("--stdio");
+    cmd.env_remove("SERVERFS_TOKEN").stderr(Stdio::null());
+    let client = common::serve(cmd).await;
+    let argv = supervisor_argv(&client).await;
+    assert!(
+        argv.starts_with(&format!("{} __supervise --serverfs-exec=", bin.display())),
+        "not the server binary itself: {argv}"
+    );
+    let t = tag();
+    let v = ok(&client, "bash", json!({"command": format!("setsid sleep {t} & exit 0")})).await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_none_survive(&t);
 }

@@ -29,7 +29,7 @@ fn wait_running(needle: &str) {
     loop {
         let running = serverfs_test_support::pids_with(needle).into_iter().any(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("__supervise"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("--serverfs-exec="))
         });
         if running {
             return;
@@ -49,14 +49,7 @@ async fn start(p: &Project, nobody: bool, args: &[&str]) -> Client {
     let mut cmd =
         if nobody { p.command_as_nobody() } else { tokio::process::Command::from(p.command()) };
     cmd.arg("--stdio").args(args).stderr(Stdio::null());
-    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
-    rmcp::service::serve_client_with_lifecycle(
-        rmcp::model::ClientConfig::default(),
-        transport,
-        rmcp::service::ClientLifecycleMode::Initialize,
-    )
-    .await
-    .unwrap()
+    common::serve(cmd).await
 }
 
 fn attack(t: &str) -> String {

@@ -20,6 +20,15 @@ use serverfs_test_support::{Listening, code_of, error_text, listen};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-dev");
 
+/// An initialized MCP client of the server started by `cmd` (its
+/// arguments, `--stdio` included, and stderr set by the caller).
+pub async fn serve(cmd: tokio::process::Command) -> Client {
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    serve_client_with_lifecycle(ClientConfig::default(), transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap()
+}
+
 /// `<tmp>/project` (the root), `<tmp>/state`, `<tmp>/outside`.
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -89,14 +98,7 @@ impl Project {
     pub async fn stdio_client(&self) -> Client {
         let mut cmd = tokio::process::Command::from(self.command());
         cmd.arg("--stdio").stderr(Stdio::null());
-        let transport = TokioChildProcess::new(cmd).unwrap();
-        serve_client_with_lifecycle(
-            ClientConfig::default(),
-            transport,
-            ClientLifecycleMode::Initialize,
-        )
-        .await
-        .unwrap()
+        serve(cmd).await
     }
 }
 

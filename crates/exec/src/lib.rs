@@ -2,13 +2,19 @@
 Command execution for serverfs-dev: the `bash` tool, shell sessions and the
 command policy. Never a dependency of the read-only serverfs-mcp.
 
-Every command runs under a small per-command supervisor process (the
-server's own binary under a hidden subcommand that calls
-[`supervise_main`]): a child subreaper that starts `bash` in its own process
-group and, when `bash` ends, when it is told to (its control channel closes)
-or when the server dies, kills the group and every descendant re-parented to
-it, until it has no child left. Nothing the command starts survives it —
-background jobs, `setsid`, double forks and `nohup` included.
+Every command runs under a small per-command supervisor process (a program
+whose `main` calls [`supervise_main`]: serverfs-dev's own small
+`serverfs-dev-supervisor`, or its whole binary under a hidden subcommand): a
+child subreaper that starts `bash` in its own process group and, when `bash`
+ends, when it is told to (its control channel closes) or when the server
+dies, kills the group and every descendant re-parented to it, until it has
+no child left. Nothing the command starts survives it — background jobs,
+`setsid`, double forks and `nohup` included. A `bash` call's supervisor is
+started ahead, while the previous command runs, and handed its command, its
+directory (as a file descriptor) and its `TMPDIR` over the control channel,
+so a short command does not wait for a process to start and load; it is one
+idle process per server, and one that is gone or cannot take the command is
+replaced by one started on the spot.
 
 - [`run`] runs one `bash --noprofile --norc -c COMMAND` with a timeout and
   a cancellation token, both streams capped at 16,000 characters each.

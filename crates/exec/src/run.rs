@@ -8,9 +8,7 @@
 //! before (same timeout, same kill and sweep); its end state lands in the
 //! buffer instead of an answer.
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capped::CappedText;
 use crate::sandbox::SandboxConfig;
 use crate::session::{Owner, Sessions, Shared};
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate};
+use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn_run, sweep_orphans, terminate};
 use crate::status::{believed, read_line};
 use crate::supervisor::Supervisor;
 
@@ -218,15 +216,8 @@ pub(crate) async fn run_inner(
             "The command is longer than {MAX_COMMAND_BYTES} bytes; write a script file and run it."
         )));
     }
-    let mut spawned = spawn(
-        &spec.supervisor,
-        &[OsStr::new("run"), OsStr::new(&spec.command)],
-        &spec.cwd,
-        &spec.env,
-        spec.sandbox.as_ref(),
-        Stdio::piped(),
-        Stdio::piped(),
-    )?;
+    let mut spawned =
+        spawn_run(&spec.supervisor, &spec.command, &spec.cwd, &spec.env, spec.sandbox.as_ref())?;
     let (Some(stdout), Some(stderr)) = (spawned.child.stdout.take(), spawned.child.stderr.take())
     else {
         return Err(FsError::new(ErrorCode::InternalError, "Could not start the command."));

@@ -51,14 +51,18 @@ impl ChildEnv {
         }
     }
 
-    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command, tmpdir: &Path) {
+    /// The environment, with `TMPDIR` when given (a supervisor started
+    /// ahead of its command is told its `TMPDIR` with the command).
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command, tmpdir: Option<&Path>) {
         cmd.env_clear();
         for (key, value) in [("PATH", &self.path), ("HOME", &self.home), ("LANG", &self.lang)] {
             if let Some(value) = value {
                 cmd.env(key, value);
             }
         }
-        cmd.env("TMPDIR", tmpdir);
+        if let Some(tmpdir) = tmpdir {
+            cmd.env("TMPDIR", tmpdir);
+        }
     }
 }
 
@@ -183,16 +187,186 @@ pub(crate) fn spawn(
 ) -> Result<Spawned, FsError> {
     let tmp = PrivateTmp::create()?;
     let sandbox_args = sandbox.map(|s| s.to_args(Some(&tmp.0))).unwrap_or_default();
+    let (child, ours) =
+        start(supervisor, &sandbox_args, mode, cwd, env, Some(&tmp.0), stdout, stderr)?;
+    Ok(Spawned { child, control: tokio_control(ours)?, tmp })
+}
+
+/// Starts `bash -c command` under a supervisor with piped output: the one
+/// started ahead for this environment and sandbox if there is one (it is
+/// handed the command), else a new one; then starts the next one ahead.
+pub(crate) fn spawn_run(
+    supervisor: &Supervisor,
+    command: &str,
+    cwd: &Path,
+    env: &ChildEnv,
+    sandbox: Option<&SandboxConfig>,
+) -> Result<Spawned, FsError> {
+    let ready = {
+        let mut slot = supervisor.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.take().filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox)
+    };
+    let spawned = match ready.map(|r| r.hand_over(command, cwd)) {
+        Some(HandOver::Done(spawned)) => spawned,
+        Some(HandOver::Failed(e)) => return Err(e),
+        // None ready, or it died while waiting: nothing was handed over.
+        Some(HandOver::NotSent) | None => spawn(
+            supervisor,
+            &[OsStr::new("run"), OsStr::new(command)],
+            cwd,
+            env,
+            sandbox,
+            Stdio::piped(),
+            Stdio::piped(),
+        )?,
+    };
+    // The next one starts while this command runs. If it cannot start,
+    // the next command starts its own.
+    if let Ok(next) = Ready::start(supervisor, env, sandbox) {
+        *supervisor.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(next);
+    }
+    Ok(spawned)
+}
+
+/// A supervisor started ahead of its command, in `ready` mode: it waits
+/// for an order on its control channel (see the supervisor module's
+/// `Order`), in `/`, with no `TMPDIR`. Dropped unused, its channel closes
+/// and it exits.
+pub(crate) struct Ready {
+    /// The supervisor and our end of its channel, until handed over.
+    started: Option<(Child, std::os::unix::net::UnixStream)>,
+    env: ChildEnv,
+    sandbox: Option<SandboxConfig>,
+}
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pid = self.started.as_ref().and_then(|(child, _)| child.id());
+        f.debug_struct("Ready").field("pid", &pid).finish_non_exhaustive()
+    }
+}
+
+/// How handing a command to a [`Ready`] supervisor went.
+enum HandOver {
+    /// It runs the command.
+    Done(Spawned),
+    /// It did not get the command (it is gone): start another.
+    NotSent,
+    /// It may have got the command: never run it a second time.
+    Failed(FsError),
+}
+
+impl Ready {
+    fn start(
+        supervisor: &Supervisor,
+        env: &ChildEnv,
+        sandbox: Option<&SandboxConfig>,
+    ) -> Result<Self, FsError> {
+        let sandbox_args = sandbox.map(|s| s.to_args(None)).unwrap_or_default();
+        let (child, control) = start(
+            supervisor,
+            &sandbox_args,
+            &[OsStr::new("ready")],
+            Path::new("/"),
+            env,
+            None,
+            Stdio::piped(),
+            Stdio::piped(),
+        )?;
+        Ok(Self { started: Some((child, control)), env: env.clone(), sandbox: sandbox.cloned() })
+    }
+
+    /// Sends the order: the command, a new private `TMPDIR`, and `cwd`
+    /// opened here and passed as a file descriptor.
+    fn hand_over(mut self, command: &str, cwd: &Path) -> HandOver {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+        use std::io::IoSlice;
+        use std::mem::MaybeUninit;
+        use std::os::fd::AsFd;
+        let failed = |what: &str, e: &dyn std::fmt::Display| HandOver::Failed(internal(what, e));
+        let tmp = match PrivateTmp::create() {
+            Ok(tmp) => tmp,
+            Err(e) => return HandOver::Failed(e),
+        };
+        let dir = match rustix::fs::open(
+            cwd,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(dir) => dir,
+            Err(e) => return failed("Could not open the command's directory", &e),
+        };
+        let order = crate::supervisor::Order::encode(&tmp.0, command);
+        // Until it is handed over, an early return drops `self`: the
+        // supervisor sees the end of its channel and exits.
+        let Some((_, control)) = self.started.as_ref() else {
+            return HandOver::NotSent;
+        };
+        let fds = [dir.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+        // One non-blocking send: the whole order fits in a new channel's
+        // buffer (the longest command is 100,000 bytes). When it does not
+        // all go (the supervisor is gone, stopped, or the buffer smaller),
+        // dropping the channel ends it: a supervisor runs an order only
+        // once it has read all of it.
+        let sent = loop {
+            match sendmsg(control, &[IoSlice::new(&order)], &mut ancillary, SendFlags::NOSIGNAL) {
+                Err(rustix::io::Errno::INTR) => continue,
+                result => break result,
+            }
+        };
+        if sent != Ok(order.len()) {
+            return HandOver::NotSent;
+        }
+        let Some((child, control)) = self.started.take() else {
+            return HandOver::NotSent;
+        };
+        match tokio_control(control) {
+            Ok(control) => HandOver::Done(Spawned { child, control, tmp }),
+            Err(e) => {
+                reaped(child.id());
+                HandOver::Failed(e)
+            }
+        }
+    }
+}
+
+impl Drop for Ready {
+    fn drop(&mut self) {
+        // Unused: it exits at the end of its channel, and is no longer one
+        // of the supervisors the orphan sweep spares.
+        if let Some((child, _)) = &self.started {
+            reaped(child.id());
+        }
+    }
+}
+
+/// Starts `supervisor` with its protocol, `sandbox_args`, `mode` and the
+/// given directory, environment and output; registers it as a live
+/// supervisor; returns it and our end of its control channel (non-blocking).
+#[allow(clippy::too_many_arguments)]
+fn start(
+    supervisor: &Supervisor,
+    sandbox_args: &[OsString],
+    mode: &[&OsStr],
+    cwd: &Path,
+    env: &ChildEnv,
+    tmpdir: Option<&Path>,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<(Child, std::os::unix::net::UnixStream), FsError> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(|e| internal("Could not create the control channel", e))?;
     ours.set_nonblocking(true).map_err(|e| internal("Could not create the control channel", e))?;
-    let mut cmd = supervisor.command(&sandbox_args, mode);
+    let mut cmd = supervisor.command(sandbox_args, mode);
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(stdout)
         .stderr(stderr)
         .current_dir(cwd)
         .kill_on_drop(false);
-    env.apply(&mut cmd, &tmp.0);
+    env.apply(&mut cmd, tmpdir);
     let child = {
         // Registered under the same lock the orphan sweep scans under, so
         // the sweep never mistakes a new supervisor for an orphan.
@@ -206,9 +380,12 @@ pub(crate) fn spawn(
     // `cmd` still holds the supervisor's end: drop it now, or the
     // supervisor would never see end of file.
     drop(cmd);
-    let control = tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| internal("Could not create the control channel", e))?;
-    Ok(Spawned { child, control, tmp })
+    Ok((child, ours))
+}
+
+fn tokio_control(ours: std::os::unix::net::UnixStream) -> Result<tokio::net::UnixStream, FsError> {
+    tokio::net::UnixStream::from_std(ours)
+        .map_err(|e| internal("Could not create the control channel", e))
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its

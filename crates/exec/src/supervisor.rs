@@ -11,6 +11,9 @@
 //! - fds 1 and 2: the command's output pipes, handed on to `bash`.
 //! - the working directory and the minimal environment of the command.
 //!
+//! In `ready` mode it is started before its command and waits for an
+//! [`Order`] on the control channel first (see there).
+//!
 //! The supervisor marks itself a child subreaper, starts
 //! `bash --noprofile --norc [-c COMMAND]` in a process group of its own and
 //! waits. When `bash` ends, when the control channel reaches end of file
@@ -25,7 +28,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -51,10 +54,16 @@ pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 /// faster when the supervisor is not the whole server binary), and falls
 /// back to `Supervisor::new(std::env::current_exe()?, ["__supervise"])`,
 /// calling [`supervise_main`] when it sees that subcommand.
+///
+/// Clones share one supervisor started ahead of its command (see
+/// [`Order`]): a `bash` call takes it and starts the next, so a command
+/// does not wait for a supervisor to start. Use a `Supervisor` within one
+/// tokio runtime.
 #[derive(Clone, Debug)]
 pub struct Supervisor {
     program: PathBuf,
     prefix: Vec<OsString>,
+    pub(crate) ready: Arc<Mutex<Option<crate::spawn::Ready>>>,
 }
 
 impl Supervisor {
@@ -65,7 +74,11 @@ impl Supervisor {
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
     {
-        Self { program: program.into(), prefix: prefix.into_iter().map(Into::into).collect() }
+        Self {
+            program: program.into(),
+            prefix: prefix.into_iter().map(Into::into).collect(),
+            ready: Arc::default(),
+        }
     }
 
     /// A command line for the supervisor with the sandbox options and
@@ -83,6 +96,91 @@ enum Mode {
     Run(OsString),
     /// `bash --noprofile --norc` reading the control channel's bytes.
     Session,
+    /// Started ahead of its command (see [`Order`]): wait for a `Run`
+    /// order on the control channel.
+    Ready,
+}
+
+/// The largest order a ready supervisor reads: the longest command with a
+/// private directory's path.
+const MAX_ORDER_BYTES: usize = crate::run::MAX_COMMAND_BYTES + 8192;
+
+/// A command handed to a supervisor started ahead of it (`ready` mode), so
+/// that starting the supervisor is not on the command's path.
+///
+/// On the control channel: a little-endian `u32` length, then the private
+/// `TMPDIR`, a NUL, and the command (which holds no NUL); the command's
+/// directory rides along with the first byte as an `SCM_RIGHTS` file
+/// descriptor. The supervisor moves into that directory, adds the `TMPDIR`
+/// to its sandbox's writable paths and to bash's environment, and goes on
+/// as in `run` mode. Only the server holds the other end of the channel.
+pub(crate) struct Order;
+
+impl Order {
+    /// The bytes of an order for `command` with `tmpdir`.
+    pub(crate) fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
+        use std::os::unix::ffi::OsStrExt;
+        let len = tmpdir.as_os_str().len() + 1 + command.len();
+        let mut bytes = Vec::with_capacity(4 + len);
+        bytes.extend_from_slice(&(len as u32).to_le_bytes());
+        bytes.extend_from_slice(tmpdir.as_os_str().as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(command.as_bytes());
+        bytes
+    }
+
+    /// Waits for the order and moves into its directory: the command and
+    /// the `TMPDIR`. `Ok(None)`: the channel ended first (the server no
+    /// longer needs this supervisor).
+    fn receive(control: &OwnedFd) -> Result<Option<(OsString, PathBuf)>, &'static str> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+        use std::io::IoSliceMut;
+        use std::mem::MaybeUninit;
+        use std::os::unix::ffi::OsStringExt;
+        let mut len = [0u8; 4];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        let received = loop {
+            match recvmsg(
+                control,
+                &mut [IoSliceMut::new(&mut len)],
+                &mut ancillary,
+                RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
+            ) {
+                Err(Errno::INTR) => continue,
+                Err(_) => return Err("order"),
+                Ok(r) => break r.bytes,
+            }
+        };
+        let mut dirs = Vec::new();
+        for message in ancillary.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = message {
+                dirs.extend(fds);
+            }
+        }
+        if received == 0 && dirs.is_empty() {
+            return Ok(None);
+        }
+        let ([dir], 4) = (<[OwnedFd; 1]>::try_from(dirs).map_err(|_| "order")?, received) else {
+            return Err("order");
+        };
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_ORDER_BYTES {
+            return Err("order");
+        }
+        let mut body = vec![0u8; len];
+        File::from(control.try_clone().map_err(|_| "order")?)
+            .read_exact(&mut body)
+            .map_err(|_| "order")?;
+        let nul = body.iter().position(|&b| b == 0).ok_or("order")?;
+        let command = body.split_off(nul + 1);
+        body.pop();
+        if body.first() != Some(&b'/') || command.contains(&0) {
+            return Err("order");
+        }
+        rustix::process::fchdir(&dir).map_err(|_| "cwd")?;
+        Ok(Some((OsString::from_vec(command), PathBuf::from(OsString::from_vec(body)))))
+    }
 }
 
 /// The first argument of every supervisor command line: the version of this
@@ -123,6 +221,7 @@ where
     let mode = match (args.next(), args.next(), args.next()) {
         (Some(m), Some(command), None) if m == "run" => Mode::Run(command),
         (Some(m), None, None) if m == "session" => Mode::Session,
+        (Some(m), None, None) if m == "ready" => Mode::Ready,
         _ => return ExitCode::from(2),
     };
     // Our own copy of the control channel (close-on-exec, so bash never
@@ -130,7 +229,26 @@ where
     let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
         return ExitCode::FAILURE;
     };
-    match supervise(mode, sandbox.as_ref(), control) {
+    let (mode, sandbox, tmpdir) = match mode {
+        Mode::Ready => match Order::receive(&control) {
+            Ok(Some((command, tmpdir))) => {
+                let sandbox = sandbox.map(|mut s| {
+                    s.writable.push(tmpdir.clone());
+                    s
+                });
+                (Mode::Run(command), sandbox, Some(tmpdir))
+            }
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(what) => {
+                if let Ok(fd) = control.try_clone() {
+                    report(&mut File::from(fd), &format!("error {what}\n"));
+                }
+                return ExitCode::FAILURE;
+            }
+        },
+        mode => (mode, sandbox, None),
+    };
+    match supervise(mode, sandbox.as_ref(), tmpdir, control) {
         Ok(()) => ExitCode::SUCCESS,
         Err(()) => ExitCode::FAILURE,
     }
@@ -181,7 +299,14 @@ fn watch_signals() -> std::io::Result<std::os::unix::net::UnixStream> {
     Ok(read)
 }
 
-fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> Result<(), ()> {
+/// Runs bash in `mode` (`Run` or `Session`) until it and all it started
+/// are gone; `tmpdir` replaces the `TMPDIR` of our own environment.
+fn supervise(
+    mode: Mode,
+    sandbox: Option<&SandboxConfig>,
+    tmpdir: Option<PathBuf>,
+    control: OwnedFd,
+) -> Result<(), ()> {
     let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
     if set_child_subreaper(Some(getpid())).is_err() {
         report(&mut control_w, "error subreaper\n");
@@ -214,12 +339,16 @@ fn supervise(mode: Mode, sandbox: Option<&SandboxConfig>, control: OwnedFd) -> R
     match &mode {
         Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
         Mode::Session => bash.stdin(Stdio::piped()),
+        Mode::Ready => return Err(()),
     };
     bash.env_clear();
     for key in ENV_KEYS {
         if let Some(value) = std::env::var_os(key) {
             bash.env(key, value);
         }
+    }
+    if let Some(tmpdir) = tmpdir {
+        bash.env("TMPDIR", tmpdir);
     }
     bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 

@@ -363,3 +363,123 @@ async fn unresponsive_supervisor_gets_sigterm_then_sigkill() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "term\n");
     assert_none(&t);
 }
+
+/// The supervisors waiting for a command (`ready` mode) that this test
+/// process started with `needle` (a sandbox root) in their arguments.
+fn ready_supervisors(needle: &std::path::Path) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    alive_with(needle.to_str().unwrap())
+        .into_iter()
+        .filter(|&pid| {
+            common::parent_pid(pid) == me
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == b"ready"))
+        })
+        .collect()
+}
+
+/// From the second command on, one `Supervisor` hands commands to the
+/// supervisor it started ahead, in the sandbox: the command runs in its
+/// directory with its own writable `TMPDIR`, nothing it starts survives,
+/// and each command gets a new supervisor (one is always waiting).
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_handed_to_a_supervisor_started_ahead_keep_every_guarantee() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let supervisor = common::supervisor();
+    let mut sandbox = serverfs_exec::SandboxConfig::new(&work);
+    sandbox.network = false;
+    let shapes = [
+        "sleep 300.TAG & exit 0",
+        "setsid sleep 300.TAG & setsid -f sleep 301.TAG; exit 0",
+        "( (sleep 300.TAG &) & ); ( (setsid sleep 301.TAG &) & ); exit 0",
+        "nohup sleep 300.TAG > /dev/null 2>&1 & exit 0",
+    ];
+    let mut tmpdirs = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        let t = tag();
+        let report = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; pwd; echo \"$TMPDIR\"; \
+                      touch \"$TMPDIR/mine\" && echo tmp-writable; \
+                      touch /var/tmp/serverfs-outside-TAG 2>/dev/null || echo outside-refused; ";
+        let mut s = serverfs_exec::CommandSpec::new(
+            supervisor.clone(),
+            format!("{report}{shape}").replace("TAG", &t),
+            &work,
+        );
+        s.sandbox = Some(sandbox.clone());
+        let out = run(s, &CancellationToken::new(), None).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        let handed_over = lines[0].contains(" ready ");
+        assert_eq!(handed_over, i > 0, "command {i}: supervisor argv {:?}", lines[0]);
+        assert!(i == 0 || !lines[0].contains("sleep"), "the command is in the argv: {}", lines[0]);
+        assert_eq!(lines[1], work.to_str().unwrap(), "command {i} ran elsewhere");
+        assert!(lines[2].starts_with(&format!("{}/serverfs-cmd-", std::env::temp_dir().display())));
+        assert_eq!(&lines[3..], ["tmp-writable", "outside-refused"], "command {i}: {out:?}");
+        let outside = format!("/var/tmp/serverfs-outside-{t}");
+        let escaped = std::fs::remove_file(&outside).is_ok();
+        assert!(!escaped, "command {i} wrote outside the sandbox");
+        assert!(!std::path::Path::new(lines[2]).exists(), "the private TMPDIR is removed");
+        tmpdirs.push(lines[2].to_owned());
+        assert_none(&t);
+        assert_eq!(ready_supervisors(&work).len(), 1, "one supervisor waits for the next command");
+    }
+    tmpdirs.dedup();
+    assert_eq!(tmpdirs.len(), shapes.len(), "each command has its own TMPDIR");
+    // The longest command allowed is handed over whole.
+    let filler = "x".repeat(serverfs_exec::MAX_COMMAND_BYTES - 100);
+    let mut s = serverfs_exec::CommandSpec::new(
+        supervisor.clone(),
+        format!(": {filler}; tr '\\0' ' ' < /proc/$PPID/cmdline"),
+        &work,
+    );
+    s.sandbox = Some(sandbox.clone());
+    let out = run(s, &CancellationToken::new(), None).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(" ready "), "{}", out.stdout);
+    // The last one started ahead ends with the `Supervisor`.
+    drop(supervisor);
+    let start = Instant::now();
+    while !ready_supervisors(&work).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "a ready supervisor outlived its server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A command can kill the supervisor waiting for the next command (same
+/// user). The next command then starts a supervisor of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_supervisor_killed_while_waiting_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = common::supervisor();
+    let token = CancellationToken::new();
+    let go = |command: &str| {
+        let mut s = serverfs_exec::CommandSpec::new(supervisor.clone(), command, dir.path());
+        s.sandbox = Some(serverfs_exec::SandboxConfig::new(dir.path()));
+        run(s, &token, None)
+    };
+    go("true").await.unwrap();
+    let ready = ready_supervisors(dir.path());
+    assert_eq!(ready.len(), 1, "{ready:?}");
+    let out = go(&format!("kill -9 {}; echo killed", ready[0])).await.unwrap();
+    assert_eq!(out.stdout, "killed\n");
+    // Wait until the killed one has closed its channel (it is a zombie or
+    // reaped), so the next command sees it gone rather than racing it.
+    let dead = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+    };
+    let start = Instant::now();
+    while !dead(ready[0]) {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = tag();
+    let out = go(&format!("sleep 300.{t} & tr '\\0' ' ' < /proc/$PPID/cmdline")).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_none(&t);
+}

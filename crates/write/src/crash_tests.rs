@@ -116,8 +116,9 @@ fn requests() -> Vec<Request> {
     ]
 }
 
-/// The after-tree, and the number of crash points of a full commit.
-fn full_run(copy_backups: bool) -> (Tree, Tree, usize) {
+/// The before- and after-trees, and the number of crash points of a full
+/// commit of `requests`.
+fn full_run(requests: fn() -> Vec<Request>, copy_backups: bool) -> (Tree, Tree, usize) {
     let s = setup();
     let before = snapshot(&s.root_dir);
     let (writer, _) = open(&s, &mut Faults::none()).unwrap();
@@ -125,17 +126,13 @@ fn full_run(copy_backups: bool) -> (Tree, Tree, usize) {
     writer.commit_with(requests(), &mut faults).map_err(|_| "commit failed").unwrap();
     let after = snapshot(&s.root_dir);
     assert_ne!(before, after);
-    assert_eq!(after["a.txt"], (b"a2\n".to_vec(), 0o640, false));
-    assert_eq!(after["b.sh"], (b"#!/bin/sh\necho 2\n".to_vec(), 0o755, false));
-    assert_eq!(after["e.txt"], (b"moved\n".to_vec(), 0o600, false));
-    assert!(!after.contains_key("d/c.txt") && !after.contains_key("del.txt"));
     assert!(leftovers(&s.root_dir, &s.state).is_empty());
     (before, after, faults.passed)
 }
 
 /// Sets up, runs the commit until crash point `k`, and returns the setup
 /// left as a kill would leave it.
-fn crashed_at(k: usize, copy_backups: bool) -> Setup {
+fn crashed_at(requests: fn() -> Vec<Request>, k: usize, copy_backups: bool) -> Setup {
     let s = setup();
     let (writer, _) = open(&s, &mut Faults::none()).unwrap();
     let mut faults = Faults { crash_at: Some(k), copy_backups, ..Faults::default() };
@@ -144,12 +141,24 @@ fn crashed_at(k: usize, copy_backups: bool) -> Setup {
 }
 
 fn crash_at_every_point(copy_backups: bool) {
-    let (before, after, points) = full_run(copy_backups);
+    let (_, after, points) = full_run(requests, copy_backups);
+    assert_eq!(after["a.txt"], (b"a2\n".to_vec(), 0o640, false));
+    assert_eq!(after["b.sh"], (b"#!/bin/sh\necho 2\n".to_vec(), 0o755, false));
+    assert_eq!(after["e.txt"], (b"moved\n".to_vec(), 0o600, false));
+    assert!(!after.contains_key("d/c.txt") && !after.contains_key("del.txt"));
     assert!(points >= 20, "{points}");
+    crash_at_every_point_of(requests, copy_backups);
+}
+
+/// Crashes a commit of `requests` at each of its points, and recovery at
+/// each of its own: the tree is always wholly before or wholly after,
+/// with nothing left over, and the report says which.
+fn crash_at_every_point_of(requests: fn() -> Vec<Request>, copy_backups: bool) {
+    let (before, after, points) = full_run(requests, copy_backups);
     let mut seen_after = false;
     for k in 1..=points {
         // Recovery without interruption.
-        let s = crashed_at(k, copy_backups);
+        let s = crashed_at(requests, k, copy_backups);
         let (_w, report) = open(&s, &mut Faults::none()).map_err(|_| "recovery").unwrap();
         let tree = snapshot(&s.root_dir);
         let is_after = if tree == before {
@@ -174,13 +183,13 @@ fn crash_at_every_point(copy_backups: bool) {
 
         // Recovery itself killed at each of its points, then finished.
         let recovery_points = {
-            let s = crashed_at(k, copy_backups);
+            let s = crashed_at(requests, k, copy_backups);
             let mut faults = Faults::none();
             let _ = open(&s, &mut faults).map_err(|_| "recovery").unwrap();
             faults.passed
         };
         for j in 1..=recovery_points {
-            let s = crashed_at(k, copy_backups);
+            let s = crashed_at(requests, k, copy_backups);
             let mut faults = Faults { crash_at: Some(j), ..Faults::default() };
             assert!(matches!(open(&s, &mut faults), Err(Stop::Crash)), "k={k} j={j}");
             let _w = open(&s, &mut Faults::none()).map_err(|_| "second recovery").unwrap();
@@ -200,6 +209,39 @@ fn a_crash_at_any_point_recovers_to_before_or_after() {
 #[test]
 fn a_crash_at_any_point_recovers_with_copied_backups() {
     crash_at_every_point(true);
+}
+
+/// A transaction of one change (no backup, no `prepared`: its switch is
+/// its commit point), for each operation: every crash recovers to before
+/// or after, and the report says which.
+#[test]
+fn a_lone_change_crashed_at_any_point_recovers_to_before_or_after() {
+    let replace: fn() -> Vec<Request> = || {
+        vec![Request::from(Change::Replace {
+            path: "a.txt".into(),
+            expected: b"a1\n".to_vec(),
+            bytes: b"a2\n".to_vec(),
+        })]
+    };
+    let create: fn() -> Vec<Request> = || {
+        vec![Request::from(Change::Create {
+            path: "new/deep/n.txt".into(),
+            bytes: b"new\n".to_vec(),
+            mode: None,
+            create_parents: true,
+        })]
+    };
+    let delete: fn() -> Vec<Request> = || {
+        vec![Request::from(Change::Delete {
+            path: "del.txt".into(),
+            expected: Some(b"bye\n".to_vec()),
+        })]
+    };
+    for requests in [replace, create, delete] {
+        let (_, _, points) = full_run(requests, false);
+        assert!(points >= 2, "{points}");
+        crash_at_every_point_of(requests, false);
+    }
 }
 
 /// A target changed after verification (in place, by rename with the
@@ -327,7 +369,7 @@ fn a_failed_rollback_keeps_the_journal_and_the_next_call_works() {
 /// one wins.
 #[test]
 fn a_second_writer_recovers_a_dead_writers_journal_never_a_live_ones() {
-    let (_, _, points) = full_run(false);
+    let (_, _, points) = full_run(requests, false);
     let s = setup();
     let before = snapshot(&s.root_dir);
     let (a, _) = open(&s, &mut Faults::none()).unwrap();

@@ -471,6 +471,8 @@ impl Writer {
         // Phase 0: plan and verify; nothing is written on any error.
         let (mut steps, dirs) = self.plan(located)?;
         let txid = self.new_txid();
+        // One change needs no backup: see `Journal::commits_at_its_switch`.
+        let alone = steps.len() == 1;
         let mut journal = Journal {
             version: journal::VERSION,
             txid: txid.clone(),
@@ -485,8 +487,9 @@ impl Writer {
                     path: s.rel.clone(),
                     op: s.op,
                     temp: s.content.is_some().then(|| fsops::temp_name(&txid, n)),
-                    backup: s.target.is_some().then(|| fsops::backup_name(&txid, n)),
+                    backup: (s.target.is_some() && !alone).then(|| fsops::backup_name(&txid, n)),
                     temp_ino: None,
+                    target_ino: s.target.as_ref().filter(|_| alone).map(|(entry, _)| entry.ino),
                 })
                 .collect(),
         };
@@ -499,12 +502,13 @@ impl Writer {
             return Err(e.into());
         }
         faults.point()?;
+        let mut warnings = exclusive.warnings;
         match self.prepare_and_apply(&mut steps, &mut journal, faults) {
-            Ok(()) => {}
+            Ok(late) => warnings.extend(late),
             Err(Stop::Crash) => return Err(Stop::Crash),
             Err(Stop::Fail(e)) => {
                 return Err(match self.settle(&journal, faults) {
-                    Ok(()) => Stop::Fail(e),
+                    Ok(_) => Stop::Fail(e),
                     Err(Stop::Crash) => Stop::Crash,
                     // Disowned: the next transaction (of any writer)
                     // settles it like a crash's.
@@ -522,9 +526,16 @@ impl Writer {
             }
         }
 
-        // Past the commit point: cleanup only; a failure is a warning.
-        let mut warnings = exclusive.warnings;
-        match self.settle(&journal, faults) {
+        // Past the commit point: cleanup only; a failure is a warning. A
+        // lone change left nothing to clean up (its temporary was renamed
+        // onto the target, durably, and it has no backup): only the
+        // journal goes.
+        let cleanup = if journal.commits_at_its_switch() {
+            self.journals.remove(&journal).map_err(Stop::from).and_then(|()| faults.point())
+        } else {
+            self.settle(&journal, faults).map(|_| ())
+        };
+        match cleanup {
             Ok(()) => {}
             Err(Stop::Crash) => return Err(Stop::Crash),
             Err(Stop::Fail(e)) => warnings.push(format!("transaction {txid}: {e}")),
@@ -667,12 +678,15 @@ impl Writer {
     /// Phases 1 (after the intent journal) and 2. Every error leaves the
     /// journal's in-memory state matching what may be on disk, for
     /// [`Writer::settle`].
+    /// Phases 2 and 3; returns warnings (a lone change's directory that
+    /// could not be fsynced after its switch: the change has happened).
     fn prepare_and_apply(
         &self,
         steps: &mut [Step<'_>],
         journal: &mut Journal,
         faults: &mut Faults,
-    ) -> Result<(), Stop> {
+    ) -> Result<Vec<String>, Stop> {
+        let alone = journal.commits_at_its_switch();
         for dir in &journal.dirs {
             let loc = self.root.locate(dir)?;
             let (parent, name) = self.root.open_parent(&loc)?;
@@ -701,11 +715,16 @@ impl Writer {
                 faults.point()?;
             }
         }
-        for step in steps.iter() {
-            fsops::sync_dir(&step.handle()?.0, &step.shown)?;
+        // The backups are durable before any target is switched, and so is
+        // the journal that knows how to undo by them. A lone change has
+        // neither: its switch is its commit point.
+        if !alone {
+            for step in steps.iter() {
+                fsops::sync_dir(&step.handle()?.0, &step.shown)?;
+            }
+            self.advance(journal, State::Prepared)?;
+            faults.point()?;
         }
-        self.advance(journal, State::Prepared)?;
-        faults.point()?;
         #[cfg(test)]
         if let Some(hook) = faults.on_prepared.as_mut() {
             hook();
@@ -747,12 +766,22 @@ impl Writer {
             }
             faults.point()?;
         }
+        if alone {
+            // Past the commit point, with no backup to go back to: a
+            // failed directory fsync is not turned into a failure of a
+            // change that has happened.
+            let step = &steps[0];
+            return Ok(match fsops::sync_dir(&step.handle()?.0, &step.shown) {
+                Ok(()) => Vec::new(),
+                Err(e) => vec![format!("{e} The change is made but may not be durable yet.")],
+            });
+        }
         for step in steps.iter() {
             fsops::sync_dir(&step.handle()?.0, &step.shown)?;
         }
         self.advance(journal, State::Committed)?;
         faults.point()?;
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// A second name for the file about to be replaced or deleted: a hard
@@ -812,11 +841,21 @@ impl Writer {
     ///   as `intent`.
     /// - `committed`: leftover backups (and temporaries) are removed.
     ///
+    /// - a lone change's `intent` (see [`Journal::commits_at_its_switch`]):
+    ///   `committed` if its switch happened, else as `intent`.
+    ///
     /// Every step is idempotent and durable (directory fsync) before the
     /// journal goes, so a crash here is finished by the next start.
-    pub(crate) fn settle(&self, journal: &Journal, faults: &mut Faults) -> Result<(), Stop> {
+    pub(crate) fn settle(&self, journal: &Journal, faults: &mut Faults) -> Result<Outcome, Stop> {
+        let committed = match (journal.state, journal.changes.as_slice()) {
+            (State::Committed, _) => true,
+            (State::Intent, [change]) if journal.commits_at_its_switch() => {
+                self.switched(change)?
+            }
+            _ => false,
+        };
         let undo = journal.state == State::Prepared;
-        let order: Vec<&JournalChange> = if journal.state == State::Committed {
+        let order: Vec<&JournalChange> = if committed {
             journal.changes.iter().collect()
         } else {
             journal.changes.iter().rev().collect()
@@ -834,7 +873,7 @@ impl Writer {
             fsops::sync_dir(&parent, &shown)?;
             faults.point()?;
         }
-        if journal.state != State::Committed {
+        if !committed {
             for dir in journal.dirs.iter().rev() {
                 if let Some((parent, name, shown)) = self.parent_of(dir)? {
                     fsops::remove_dir_if_empty(&parent, &name, &shown)?;
@@ -845,7 +884,24 @@ impl Writer {
         }
         self.journals.remove(journal)?;
         faults.point()?;
-        Ok(())
+        Ok(if committed { Outcome::Completed } else { Outcome::RolledBack })
+    }
+
+    /// Whether a lone change's switch happened: its target is no longer
+    /// the file it verified (Replace), is there (Create), or is gone
+    /// (Delete). Read only to report the outcome and to keep created
+    /// directories: settling removes the same leftovers either way.
+    fn switched(&self, change: &JournalChange) -> Result<bool, FsError> {
+        let Some((parent, name, shown)) = self.parent_of(&change.path)? else {
+            return Ok(change.op == Op::Delete);
+        };
+        let target = fsops::lstat(&parent, name.as_str(), &shown)?;
+        Ok(match (change.op, target) {
+            (Op::Delete, target) => target.is_none(),
+            (Op::Create, target) => target.is_some(),
+            (Op::Replace, Some(t)) => change.target_ino.is_some_and(|ino| ino != t.ino),
+            (Op::Replace, None) => false,
+        })
     }
 
     /// The parent handle of a journal path; `None` when the parent does not
@@ -898,13 +954,8 @@ impl Writer {
             {
                 continue;
             }
-            let outcome = if journal.state == State::Committed {
-                Outcome::Completed
-            } else {
-                Outcome::RolledBack
-            };
             match self.settle(&journal, faults) {
-                Ok(()) => report.recovered.push(Recovered {
+                Ok(outcome) => report.recovered.push(Recovered {
                     txid: journal.txid.clone(),
                     outcome,
                     paths: journal.changes.iter().map(|c| c.path.clone()).collect(),

@@ -125,6 +125,7 @@ impl Writer {
                 temp: Some(temp.clone()),
                 backup: None,
                 temp_ino: None,
+                target_ino: None,
             }],
         };
         // The intent is durable before anything is created in the root.

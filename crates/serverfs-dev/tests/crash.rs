@@ -58,6 +58,80 @@ fn seed_tree(p: &Project) {
     }
 }
 
+/// A one-file patch commits at its one rename (no backup, no `prepared`):
+/// SIGKILLed inside it, the server's restart leaves the file before or
+/// after, says which (`patch_recovered` with `Completed` exactly when the
+/// tree is after), and leaves nothing behind.
+#[test]
+fn a_sigkill_inside_a_one_file_patch_leaves_it_before_or_after() {
+    let iterations: usize =
+        std::env::var("SERVERFS_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let seed = std::env::var("SERVERFS_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+            | 1,
+    );
+    eprintln!("one-file crash test: {iterations} kills, SERVERFS_CRASH_SEED={seed}");
+    let mut rng = Rng(seed);
+    let p = Project::new();
+    let patch = "*** Begin Patch\n*** Update File: src/f00.txt\n@@\n file 0 line 2999: some text to patch\n-file 0 line 3000: some text to patch\n+file 0 line 3000: PATCHED\n*** End Patch\n";
+    seed_tree(&p);
+    let before = snapshot(&p.root());
+    let mut server = start_patching(&p, patch, false);
+    let answer = server.next();
+    assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let after = snapshot(&p.root());
+    assert_ne!(before, after);
+    let journal_dir = p.state().join("journal");
+    let journal_there = || {
+        std::fs::read_dir(&journal_dir)
+            .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".json")))
+    };
+    let (mut saw_before, mut saw_after, mut missed, mut i) = (0, 0, 0, 0);
+    while i < iterations {
+        seed_tree(&p);
+        let mut server = start_patching(&p, patch, false);
+        let started = Instant::now();
+        while !journal_there() {
+            assert!(started.elapsed() < Duration::from_secs(120), "the commit never began");
+            assert!(server.child.try_wait().unwrap().is_none(), "the server ended first");
+            std::thread::yield_now();
+        }
+        for _ in 0..rng.next() % (MAX_SCANS + 1) {
+            scan_live(&p.root().join("src"));
+        }
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        if !journal_there() {
+            missed += 1;
+            assert!(missed <= MAX_MISSED, "{missed} commits ended before their kill");
+            restart_and_recover(&p);
+            continue;
+        }
+        let log = restart_log(&p);
+        assert!(log.contains("\"event\":\"patch_recovered\""), "kill {i}: nothing settled: {log}");
+        let completed = log.contains("Completed");
+        let tree = snapshot(&p.root());
+        if tree == before {
+            assert!(!completed, "kill {i}: reported completed, yet before (seed {seed}): {log}");
+            saw_before += 1;
+        } else {
+            assert!(tree == after, "kill {i}: neither before nor after (seed {seed})");
+            assert!(completed, "kill {i}: after, yet reported rolled back (seed {seed}): {log}");
+            saw_after += 1;
+        }
+        assert!(tree.keys().all(|k| !k.contains(".serverfs-")), "kill {i}: writer leftovers");
+        assert!(!journal_there(), "kill {i}: a journal was left");
+        i += 1;
+    }
+    eprintln!(
+        "one-file crash test: {iterations} kills inside a commit → {saw_before} before, \
+         {saw_after} after; {missed} commits ended before their kill (not counted)"
+    );
+}
+
 fn the_patch() -> String {
     let mut patch = String::from("*** Begin Patch\n");
     for n in 0..UPDATES {
@@ -114,6 +188,11 @@ fn start_patching(p: &Project, patch: &str, dry_run: bool) -> RawStdio {
 /// Starts the server once on the state directory (recovery runs first) and
 /// stops it after its start-up log line; whether it settled a patch.
 fn restart_and_recover(p: &Project) -> bool {
+    restart_log(p).contains("\"event\":\"patch_recovered\"")
+}
+
+/// [`restart_and_recover`]'s start-up log.
+fn restart_log(p: &Project) -> String {
     let out = p
         .command()
         .arg("--stdio")
@@ -122,10 +201,10 @@ fn restart_and_recover(p: &Project) -> bool {
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "restart failed: {log}");
     assert!(log.contains("\"event\":\"starting\""), "{log}");
-    log.contains("\"event\":\"patch_recovered\"")
+    log
 }
 
 /// Reads every file of a tree the writer is changing meanwhile (entries

@@ -43,6 +43,9 @@ fn main() -> ExitCode {
     }
     serverfs_exec::harden_server_process()?;           // PR_SET_DUMPABLE 0
     serverfs_exec::adopt_orphans()?;                   // only if every child is a supervisor
+    // The small program beside the binary if it is there (its main is one
+    // call to supervise_main), else this binary under the subcommand:
+    let sup = Supervisor::new(exe.with_file_name("serverfs-dev-supervisor"), [""; 0]);
     let sup = Supervisor::new(std::env::current_exe()?, ["__supervise"]);
     ...
 }

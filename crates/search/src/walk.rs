@@ -47,10 +47,11 @@
 //! [`Root`]: serverfs_core::Root
 //! [`WalkRoot`]: serverfs_core::WalkRoot
 
-use std::fs::FileType;
+use std::os::fd::OwnedFd;
 use std::thread::Scope;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rustix::fs::FileType;
 use serverfs_core::{FsError, Location, RelPath, WalkRoot};
 
 use crate::budget::{Budget, TruncatedReason};
@@ -143,7 +144,7 @@ impl Walked {
 
     /// Whether the walker saw a regular file.
     pub(crate) fn looks_like_file(&self) -> bool {
-        self.file_type.is_some_and(|t| t.is_file())
+        self.file_type == Some(FileType::RegularFile)
     }
 }
 
@@ -222,8 +223,15 @@ impl<'b> TreeWalk<'b> {
     /// Descends into `dir` (below the start) and returns its read errors:
     /// they count as visited and unreadable with the directory itself,
     /// never when an earlier page dealt with it and this one passes through.
-    fn enter(stack: &mut Vec<std::vec::IntoIter<Child>>, listings: &Listings, dir: &str) -> u64 {
-        let listing = listings.take(dir);
+    /// `parent` is the handle the listing holding `dir` gave it (`None`
+    /// for the start).
+    fn enter(
+        stack: &mut Vec<std::vec::IntoIter<Child>>,
+        listings: &Listings,
+        dir: &str,
+        parent: Option<&OwnedFd>,
+    ) -> u64 {
+        let listing = listings.take(dir, parent);
         stack.push(listing.children.into_iter());
         listing.errors
     }
@@ -240,7 +248,7 @@ impl<'b> TreeWalk<'b> {
                     // The first step: the start's own listing, whose read
                     // errors belong to the first page only.
                     let mut stack = Vec::new();
-                    let errors = Self::enter(&mut stack, &self.listings, "");
+                    let errors = Self::enter(&mut stack, &self.listings, "", None);
                     if self.resume.is_none() {
                         self.unreadable += errors;
                         self.visited += errors;
@@ -257,8 +265,8 @@ impl<'b> TreeWalk<'b> {
             // pruned everything else before the position.
             if let Some((after, again)) = &self.resume {
                 if is_self_or_ancestor(&child.below, after) && !(*again && child.below == *after) {
-                    if child.file_type.is_dir() {
-                        Self::enter(stack, &self.listings, &child.below);
+                    if child.is_dir() {
+                        Self::enter(stack, &self.listings, &child.below, child.parent.as_deref());
                     }
                     continue;
                 }
@@ -273,8 +281,9 @@ impl<'b> TreeWalk<'b> {
             // A directory's read errors (it cannot be opened, an entry gone
             // since the listing) are counted with it, and cost steps of the
             // budget.
-            if child.file_type.is_dir() {
-                let errors = Self::enter(stack, &self.listings, &child.below);
+            if child.is_dir() {
+                let errors =
+                    Self::enter(stack, &self.listings, &child.below, child.parent.as_deref());
                 self.unreadable += errors;
                 self.visited += errors;
             }

@@ -287,9 +287,15 @@ impl<'b> TreeWalk<'b> {
                 self.unreadable += errors;
                 self.visited += errors;
             }
-            let mut relative = String::with_capacity(self.prefix.len() + child.below.len());
-            relative.push_str(&self.prefix);
-            relative.push_str(&child.below);
+            // At the workdir root the path below the start is the path.
+            let relative = if self.prefix.is_empty() {
+                child.below
+            } else {
+                let mut relative = String::with_capacity(self.prefix.len() + child.below.len());
+                relative.push_str(&self.prefix);
+                relative.push_str(&child.below);
+                relative
+            };
             return Step::Entry(Walked {
                 relative,
                 start_len: self.prefix.len(),

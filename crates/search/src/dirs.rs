@@ -24,10 +24,14 @@
 //!   joins them promptly and a call holds its admission permit until every
 //!   thread it started has stopped. A worker that panics does not hang the
 //!   caller: the panic is resumed on the caller's thread.
-//! - Directories are read by path below the core's
-//!   [`WalkRoot`](serverfs_core::WalkRoot) (`/proc/self/fd/N/…`), never a
-//!   host path; as before, the names read are candidates only (see the
-//!   `walk` module).
+//! - Directories are read below the core's
+//!   [`WalkRoot`](serverfs_core::WalkRoot) (`/proc/self/fd/N`), never a
+//!   host path: each through the handle of the directory that listed it,
+//!   without following a symlink, or by its path below the walk root when
+//!   deeper than [`MAX_HELD_DEPTH`] or too long for the kernel (see
+//!   [`Reader`]). A walk holds at most about `MAX_HELD_DEPTH` plus the
+//!   read-ahead's directory handles. The names read are candidates only
+//!   (see the `walk` module).
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -515,6 +519,37 @@ mod tests {
             listings.read_ahead(scope, 3);
             assert_eq!(listings.take("", None).children.len(), 5);
         });
+    }
+
+    /// A directory swapped for a symlink after its parent was listed is
+    /// refused (one read error), not followed to the names it points at.
+    #[test]
+    fn a_symlink_swapped_in_for_a_directory_is_not_followed() {
+        let dir = tree();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "x").unwrap();
+        let listings = Listings::new(reader(dir.path()));
+        let root = listings.take("", None);
+        let z = root.children.iter().find(|c| c.below == "z").unwrap();
+        assert!(z.is_dir() && z.parent.is_some());
+        fs::remove_dir_all(dir.path().join("z")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("z")).unwrap();
+        let listing = listings.take("z", z.parent.as_deref());
+        assert_eq!((listing.errors, listing.children.len()), (1, 0));
+    }
+
+    /// Below the depth whose handles are held, directories are opened by
+    /// path: the walk goes on the same.
+    #[test]
+    fn deeper_than_the_held_handles() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep: Vec<String> = (0..MAX_HELD_DEPTH + 6).map(|i| format!("d{i}")).collect();
+        let deep = deep.join("/");
+        fs::create_dir_all(dir.path().join(&deep)).unwrap();
+        fs::write(dir.path().join(&deep).join("f"), "f").unwrap();
+        let got = walk(&Listings::new(reader(dir.path())));
+        assert_eq!(got.len(), MAX_HELD_DEPTH + 7);
+        assert_eq!(got.last().unwrap(), &format!("{deep}/f"));
     }
 
     #[test]

@@ -37,8 +37,10 @@
 //!   counted in [`TreeWalk::unreadable`].
 //!
 //! # Security
-//! Directories are read by path, so a directory swapped for a
-//! symlink between two steps could make it list foreign names. The walk is
+//! A directory is opened through its parent's handle without following a
+//! symlink, but a directory renamed or moved meanwhile is still listed
+//! under the path the walk saw, and one deeper than the held handles is
+//! opened by path (where a symlink swapped in is followed). The walk is
 //! therefore only a source of *candidate names*: callers confirm every
 //! entry through the [`Root`] resolver (`inspect`, `open_file`) beneath
 //! the root handle before reporting or reading it.

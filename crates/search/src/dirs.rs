@@ -269,10 +269,13 @@ struct State {
 }
 
 impl State {
-    /// Queues the subdirectories of `listing` for the workers.
-    fn queue_children(&mut self, listing: &Listing) {
-        for child in listing.children.iter().filter(|c| c.is_dir()) {
-            self.todo.insert(WalkKey(child.below.clone()), child.parent.clone());
+    /// Queues the subdirectories of `listing` for the workers, with the
+    /// handle each is opened through: the queue holds the only references,
+    /// so a directory's handle is closed by whoever opens its last
+    /// subdirectory (mostly a worker), not by the walk.
+    fn queue_children(&mut self, listing: &mut Listing) {
+        for child in listing.children.iter_mut().filter(|c| c.is_dir()) {
+            self.todo.insert(WalkKey(child.below.clone()), child.parent.take());
         }
     }
 }
@@ -334,8 +337,8 @@ impl Shared {
             drop(parent);
             let mut state = self.lock();
             match listing {
-                Ok(listing) => {
-                    state.queue_children(&listing);
+                Ok(mut listing) => {
+                    state.queue_children(&mut listing);
                     state.done.insert(dir, listing);
                 }
                 Err(panic) => {
@@ -422,10 +425,10 @@ impl Listings {
                 // No worker started it: reading it here is quicker than
                 // waiting for one.
                 drop(state);
-                let listing = shared.reader.read(dir, parent.as_deref(), &shared.stop);
+                let mut listing = shared.reader.read(dir, parent.as_deref(), &shared.stop);
                 drop(parent);
                 let mut state = shared.lock();
-                state.queue_children(&listing);
+                state.queue_children(&mut listing);
                 let wake = shared.workers_wanted(&state);
                 drop(state);
                 if wake {

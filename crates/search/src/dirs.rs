@@ -71,7 +71,8 @@ pub(crate) struct Child {
     /// filesystem does not say).
     pub(crate) file_type: FileType,
     /// For a directory: the handle of the directory that listed it, which
-    /// it is opened through (see [`Reader`]).
+    /// it is opened through (see [`Reader`]); moved to the read-ahead
+    /// queue when workers read ahead.
     pub(crate) parent: Option<Arc<OwnedFd>>,
 }
 

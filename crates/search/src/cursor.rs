@@ -40,8 +40,18 @@ const MAX_CURSOR_CHARS: usize = 8192;
 /// order of their names. Paths are `/`-joined, relative to the same root;
 /// `""` (the root itself) comes first, a directory before everything below
 /// it.
+///
+/// Compared component by component: with `/` taken as the lowest byte
+/// (names hold neither `/` nor NUL), the first byte where the paths differ
+/// decides, and a path that is a prefix of the other comes first. The
+/// walk's read-ahead queue compares paths this way at every insertion.
 pub(crate) fn walk_order(a: &str, b: &str) -> Ordering {
-    a.split('/').cmp(b.split('/'))
+    let key = |byte: u8| if byte == b'/' { 0 } else { byte };
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => key(a[i]).cmp(&key(b[i])),
+        None => a.len().cmp(&b.len()),
+    }
 }
 
 /// Whether `a` is `b` or a directory above it (component-wise).
@@ -175,6 +185,20 @@ mod tests {
         for (i, x) in walk.iter().enumerate() {
             for (j, y) in walk.iter().enumerate() {
                 assert_eq!(walk_order(x, y), i.cmp(&j), "{x:?} vs {y:?}");
+            }
+        }
+        // The same as comparing the components, on every pair of a set
+        // of paths built from bytes around '/'.
+        let names = ["", "a", "b", "a-", "a.", "a0", "ab", "a\u{7f}", "\u{e9}"];
+        let paths: Vec<String> = names
+            .iter()
+            .flat_map(|x| names.iter().map(move |y| format!("{x}/{y}")))
+            .chain(names.iter().map(|x| (*x).to_owned()))
+            .filter(|p| !p.starts_with('/'))
+            .collect();
+        for x in &paths {
+            for y in &paths {
+                assert_eq!(walk_order(x, y), x.split('/').cmp(y.split('/')), "{x:?} vs {y:?}");
             }
         }
         // Plain byte order would disagree.

@@ -37,8 +37,10 @@
 //!   counted in [`TreeWalk::unreadable`].
 //!
 //! # Security
-//! Directories are read by path, so a directory swapped for a
-//! symlink between two steps could make it list foreign names. The walk is
+//! A directory is opened through its parent's handle without following a
+//! symlink, but a directory renamed or moved meanwhile is still listed
+//! under the path the walk saw, and one deeper than the held handles is
+//! opened by path (where a symlink swapped in is followed). The walk is
 //! therefore only a source of *candidate names*: callers confirm every
 //! entry through the [`Root`] resolver (`inspect`, `open_file`) beneath
 //! the root handle before reporting or reading it.
@@ -47,10 +49,11 @@
 //! [`Root`]: serverfs_core::Root
 //! [`WalkRoot`]: serverfs_core::WalkRoot
 
-use std::fs::FileType;
+use std::os::fd::OwnedFd;
 use std::thread::Scope;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rustix::fs::FileType;
 use serverfs_core::{FsError, Location, RelPath, WalkRoot};
 
 use crate::budget::{Budget, TruncatedReason};
@@ -143,7 +146,7 @@ impl Walked {
 
     /// Whether the walker saw a regular file.
     pub(crate) fn looks_like_file(&self) -> bool {
-        self.file_type.is_some_and(|t| t.is_file())
+        self.file_type == Some(FileType::RegularFile)
     }
 }
 
@@ -222,8 +225,15 @@ impl<'b> TreeWalk<'b> {
     /// Descends into `dir` (below the start) and returns its read errors:
     /// they count as visited and unreadable with the directory itself,
     /// never when an earlier page dealt with it and this one passes through.
-    fn enter(stack: &mut Vec<std::vec::IntoIter<Child>>, listings: &Listings, dir: &str) -> u64 {
-        let listing = listings.take(dir);
+    /// `parent` is the handle the listing holding `dir` gave it (`None`
+    /// for the start).
+    fn enter(
+        stack: &mut Vec<std::vec::IntoIter<Child>>,
+        listings: &Listings,
+        dir: &str,
+        parent: Option<&OwnedFd>,
+    ) -> u64 {
+        let listing = listings.take(dir, parent);
         stack.push(listing.children.into_iter());
         listing.errors
     }
@@ -240,7 +250,7 @@ impl<'b> TreeWalk<'b> {
                     // The first step: the start's own listing, whose read
                     // errors belong to the first page only.
                     let mut stack = Vec::new();
-                    let errors = Self::enter(&mut stack, &self.listings, "");
+                    let errors = Self::enter(&mut stack, &self.listings, "", None);
                     if self.resume.is_none() {
                         self.unreadable += errors;
                         self.visited += errors;
@@ -257,8 +267,8 @@ impl<'b> TreeWalk<'b> {
             // pruned everything else before the position.
             if let Some((after, again)) = &self.resume {
                 if is_self_or_ancestor(&child.below, after) && !(*again && child.below == *after) {
-                    if child.file_type.is_dir() {
-                        Self::enter(stack, &self.listings, &child.below);
+                    if child.is_dir() {
+                        Self::enter(stack, &self.listings, &child.below, child.parent.as_deref());
                     }
                     continue;
                 }
@@ -273,14 +283,21 @@ impl<'b> TreeWalk<'b> {
             // A directory's read errors (it cannot be opened, an entry gone
             // since the listing) are counted with it, and cost steps of the
             // budget.
-            if child.file_type.is_dir() {
-                let errors = Self::enter(stack, &self.listings, &child.below);
+            if child.is_dir() {
+                let errors =
+                    Self::enter(stack, &self.listings, &child.below, child.parent.as_deref());
                 self.unreadable += errors;
                 self.visited += errors;
             }
-            let mut relative = String::with_capacity(self.prefix.len() + child.below.len());
-            relative.push_str(&self.prefix);
-            relative.push_str(&child.below);
+            // At the workdir root the path below the start is the path.
+            let relative = if self.prefix.is_empty() {
+                child.below
+            } else {
+                let mut relative = String::with_capacity(self.prefix.len() + child.below.len());
+                relative.push_str(&self.prefix);
+                relative.push_str(&child.below);
+                relative
+            };
             return Step::Entry(Walked {
                 relative,
                 start_len: self.prefix.len(),

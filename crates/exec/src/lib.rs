@@ -10,7 +10,7 @@ ends, when it is told to (its control channel closes) or when the server
 dies, kills the group and every descendant re-parented to it, until it has
 no child left. Nothing the command starts survives it — background jobs,
 `setsid`, double forks and `nohup` included. A `bash` call's supervisor is
-started ahead, while the previous command runs, and handed its command, its
+started ahead, when the previous command ends, and handed its command, its
 directory (as a file descriptor) and its `TMPDIR` over the control channel,
 so a short command does not wait for a process to start and load; it is one
 idle process per server, and one that is gone or cannot take the command is

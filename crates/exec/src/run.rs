@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::capped::CappedText;
 use crate::sandbox::SandboxConfig;
 use crate::session::{Owner, Sessions, Shared};
-use crate::spawn::{ChildEnv, STOP_GRACE, internal, reaped, spawn_run, sweep_orphans, terminate};
+use crate::spawn::{
+    ChildEnv, STOP_GRACE, internal, prepare_next, reaped, spawn_run, sweep_orphans, terminate,
+};
 use crate::status::{believed, read_line};
 use crate::supervisor::Supervisor;
 
@@ -256,6 +258,7 @@ pub(crate) async fn run_inner(
         }
     };
     drop(guard.disarm());
+    prepare_next(&spec.supervisor, &spec.env, spec.sandbox.as_ref());
     result
 }
 

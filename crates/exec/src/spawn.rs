@@ -194,7 +194,7 @@ pub(crate) fn spawn(
 
 /// Starts `bash -c command` under a supervisor with piped output: the one
 /// started ahead for this environment and sandbox if there is one (it is
-/// handed the command), else a new one; then starts the next one ahead.
+/// handed the command), else a new one (see [`prepare_next`]).
 pub(crate) fn spawn_run(
     supervisor: &Supervisor,
     command: &str,
@@ -220,12 +220,29 @@ pub(crate) fn spawn_run(
             Stdio::piped(),
         )?,
     };
-    // The next one starts while this command runs. If it cannot start,
-    // the next command starts its own.
-    if let Ok(next) = Ready::start(supervisor, env, sandbox) {
-        *supervisor.ready.lock().unwrap_or_else(PoisonError::into_inner) = Some(next);
-    }
     Ok(spawned)
+}
+
+/// Starts, on a blocking thread, the supervisor the next `bash` call will
+/// be handed, unless one is waiting. Called when a command has ended: a
+/// supervisor starting while the command runs would compete with it for
+/// the CPU. If it cannot start, the next command starts its own.
+pub(crate) fn prepare_next(
+    supervisor: &Supervisor,
+    env: &ChildEnv,
+    sandbox: Option<&SandboxConfig>,
+) {
+    let slot = supervisor.ready.clone();
+    if slot.lock().unwrap_or_else(PoisonError::into_inner).is_some() {
+        return;
+    }
+    let (supervisor, env, sandbox) = (supervisor.clone(), env.clone(), sandbox.cloned());
+    tokio::task::spawn_blocking(move || {
+        if let Ok(next) = Ready::start(&supervisor, &env, sandbox.as_ref()) {
+            // Another call's may have come first: then this one goes.
+            slot.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(next);
+        }
+    });
 }
 
 /// A supervisor started ahead of its command, in `ready` mode: it waits

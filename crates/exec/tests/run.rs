@@ -378,6 +378,20 @@ fn ready_supervisors(needle: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
+/// Waits (bounded) until `n` supervisors with `needle` wait for a command:
+/// one is started when a command ends.
+async fn wait_ready(needle: &std::path::Path, n: usize) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let ready = ready_supervisors(needle);
+        if ready.len() == n {
+            return ready;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "ready supervisors: {ready:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// From the second command on, one `Supervisor` hands commands to the
 /// supervisor it started ahead, in the sandbox: the command runs in its
 /// directory with its own writable `TMPDIR`, nothing it starts survives,
@@ -423,7 +437,7 @@ async fn commands_handed_to_a_supervisor_started_ahead_keep_every_guarantee() {
         assert!(!std::path::Path::new(lines[2]).exists(), "the private TMPDIR is removed");
         tmpdirs.push(lines[2].to_owned());
         assert_none(&t);
-        assert_eq!(ready_supervisors(&work).len(), 1, "one supervisor waits for the next command");
+        wait_ready(&work, 1).await;
     }
     tmpdirs.dedup();
     assert_eq!(tmpdirs.len(), shapes.len(), "each command has its own TMPDIR");
@@ -439,19 +453,14 @@ async fn commands_handed_to_a_supervisor_started_ahead_keep_every_guarantee() {
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert!(out.stdout.contains(" ready "), "{}", out.stdout);
     // The last one started ahead ends with the `Supervisor`.
+    wait_ready(&work, 1).await;
     drop(supervisor);
-    let start = Instant::now();
-    while !ready_supervisors(&work).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "a ready supervisor outlived its server"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(&work, 0).await;
 }
 
-/// A command can kill the supervisor waiting for the next command (same
-/// user). The next command then starts a supervisor of its own.
+/// The supervisor waiting for the next command can be killed (by any
+/// process of the same user, e.g. another session's command). The next
+/// command then starts a supervisor of its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_supervisor_killed_while_waiting_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
@@ -463,10 +472,9 @@ async fn a_supervisor_killed_while_waiting_is_replaced() {
         run(s, &token, None)
     };
     go("true").await.unwrap();
-    let ready = ready_supervisors(dir.path());
-    assert_eq!(ready.len(), 1, "{ready:?}");
-    let out = go(&format!("kill -9 {}; echo killed", ready[0])).await.unwrap();
-    assert_eq!(out.stdout, "killed\n");
+    let ready = wait_ready(dir.path(), 1).await;
+    let pid = rustix::process::Pid::from_raw(ready[0]).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
     // Wait until the killed one has closed its channel (it is a zombie or
     // reaped), so the next command sees it gone rather than racing it.
     let dead = |pid: i32| {
@@ -481,5 +489,6 @@ async fn a_supervisor_killed_while_waiting_is_replaced() {
     let t = tag();
     let out = go(&format!("sleep 300.{t} & tr '\\0' ' ' < /proc/$PPID/cmdline")).await.unwrap();
     assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(" run sleep "), "not a supervisor of its own: {}", out.stdout);
     assert_none(&t);
 }

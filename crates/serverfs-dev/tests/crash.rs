@@ -89,12 +89,21 @@ fn a_sigkill_inside_a_one_file_patch_leaves_it_before_or_after() {
         std::fs::read_dir(&journal_dir)
             .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".json")))
     };
+    // A commit of a few fsyncs is often over before it is seen: misses are
+    // expected, and only bounded.
+    let max_missed = MAX_MISSED.max(20 * iterations);
     let (mut saw_before, mut saw_after, mut missed, mut i) = (0, 0, 0, 0);
     while i < iterations {
         seed_tree(&p);
         let mut server = start_patching(&p, patch, false);
         let started = Instant::now();
-        while !journal_there() {
+        // The journal lives for a few fsyncs only: a busy machine may not
+        // run this loop while it does; then the patch is seen applied.
+        let patched = || {
+            std::fs::read(p.path("src/f00.txt"))
+                .is_ok_and(|b| b.windows(7).any(|w| w == b"PATCHED"))
+        };
+        while !journal_there() && !patched() {
             assert!(started.elapsed() < Duration::from_secs(120), "the commit never began");
             assert!(server.child.try_wait().unwrap().is_none(), "the server ended first");
             std::thread::yield_now();
@@ -106,7 +115,7 @@ fn a_sigkill_inside_a_one_file_patch_leaves_it_before_or_after() {
         server.child.wait().unwrap();
         if !journal_there() {
             missed += 1;
-            assert!(missed <= MAX_MISSED, "{missed} commits ended before their kill");
+            assert!(missed <= max_missed, "{missed} commits ended before their kill");
             restart_and_recover(&p);
             continue;
         }

@@ -75,15 +75,7 @@ fn a_sigkill_inside_a_one_file_patch_leaves_it_before_or_after() {
     let mut rng = Rng(seed);
     let p = Project::new();
     let patch = "*** Begin Patch\n*** Update File: src/f00.txt\n@@\n file 0 line 2999: some text to patch\n-file 0 line 3000: some text to patch\n+file 0 line 3000: PATCHED\n*** End Patch\n";
-    seed_tree(&p);
-    let before = snapshot(&p.root());
-    let mut server = start_patching(&p, patch, false);
-    let answer = server.next();
-    assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
-    let after = snapshot(&p.root());
-    assert_ne!(before, after);
+    let (before, after) = before_and_after(&p, patch);
     let journal_dir = p.state().join("journal");
     let journal_there = || {
         std::fs::read_dir(&journal_dir)
@@ -186,6 +178,21 @@ fn snapshot(root: &Path) -> Tree {
     tree
 }
 
+/// The tree before `patch` and after it, applied by the server without a
+/// kill.
+fn before_and_after(p: &Project, patch: &str) -> (Tree, Tree) {
+    seed_tree(p);
+    let before = snapshot(&p.root());
+    let mut server = start_patching(p, patch, false);
+    let answer = server.next();
+    assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let after = snapshot(&p.root());
+    assert_ne!(before, after);
+    (before, after)
+}
+
 /// A server over stdio with the apply_patch call sent.
 fn start_patching(p: &Project, patch: &str, dry_run: bool) -> RawStdio {
     let mut server = RawStdio::start(p);
@@ -257,15 +264,7 @@ fn a_sigkill_at_any_moment_leaves_the_tree_before_or_after() {
     let patch = the_patch();
 
     // The two acceptable trees.
-    seed_tree(&p);
-    let before = snapshot(&p.root());
-    let mut server = start_patching(&p, &patch, false);
-    let answer = server.next();
-    assert_eq!(answer["result"]["structuredContent"]["applied"], true, "{answer}");
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
-    let after = snapshot(&p.root());
-    assert_ne!(before, after);
+    let (before, after) = before_and_after(&p, &patch);
 
     // The journal texts in the state directory (a transaction's journal is
     // replaced whole at each state change, so a read sees one state).

@@ -318,6 +318,65 @@ fn a_target_changed_during_the_commit_rolls_everything_back() {
     }
 }
 
+/// A lone change (no backup: its rename is its commit point) whose target
+/// another writer changes or takes just before the switch: it fails with
+/// the conflict and the other writer's file stays, with nothing of ours
+/// left behind.
+#[test]
+fn a_lone_change_whose_target_is_taken_before_its_switch_leaves_the_other_writer_s_file() {
+    type Tamper = fn(&Path);
+    let replace = Request::from(Change::Replace {
+        path: "b.sh".into(),
+        expected: b"#!/bin/sh\n".to_vec(),
+        bytes: b"ours\n".to_vec(),
+    });
+    let create = Request::from(Change::Create {
+        path: "new/deep/n.txt".into(),
+        bytes: b"ours\n".to_vec(),
+        mode: None,
+        create_parents: true,
+    });
+    let cases: [(Request, ErrorCode, Tamper, &str); 3] = [
+        (
+            replace.clone(),
+            ErrorCode::PatchConflict,
+            |r| std::fs::write(r.join("b.sh"), "theirs\n").unwrap(),
+            "b.sh",
+        ),
+        (
+            // Same bytes, another inode: still not the file that was verified.
+            replace,
+            ErrorCode::PatchConflict,
+            |r| {
+                std::fs::write(r.join("b.sh.new"), "#!/bin/sh\n").unwrap();
+                std::fs::rename(r.join("b.sh.new"), r.join("b.sh")).unwrap();
+            },
+            "b.sh",
+        ),
+        (
+            create,
+            ErrorCode::AlreadyExists,
+            |r| std::fs::write(r.join("new/deep/n.txt"), "theirs\n").unwrap(),
+            "new/deep/n.txt",
+        ),
+    ];
+    for (request, code, tamper, path) in cases {
+        let s = setup();
+        let (writer, _) = open(&s, &mut Faults::none()).unwrap();
+        let root_dir = s.root_dir.clone();
+        let mut faults =
+            Faults { on_prepared: Some(Box::new(move || tamper(&root_dir))), ..Faults::default() };
+        let err = match writer.commit_with(vec![request], &mut faults) {
+            Err(Stop::Fail(e)) => e,
+            other => panic!("{path}: {:?}", other.map(|r| r.changes)),
+        };
+        assert_eq!(err.code(), code, "{err}");
+        let theirs = std::fs::read(s.root_dir.join(path)).unwrap();
+        assert!(theirs != b"ours\n", "{path}: ours was switched in over theirs");
+        assert!(leftovers(&s.root_dir, &s.state).is_empty(), "{path}");
+    }
+}
+
 /// A rollback that cannot finish (here: a switched target's backup was
 /// removed behind the writer's back) keeps the journal, disowned: the
 /// call fails, the next one works (reporting the kept journal as a

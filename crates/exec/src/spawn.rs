@@ -269,7 +269,9 @@ enum HandOver {
     Done(Spawned),
     /// It did not get the command (it is gone): start another.
     NotSent,
-    /// It may have got the command: never run it a second time.
+    /// An error to report: the private `TMPDIR` or the directory could not
+    /// be made ready, or the command may have been received (then it must
+    /// never run a second time).
     Failed(FsError),
 }
 

@@ -238,9 +238,12 @@ pub(crate) fn prepare_next(
     }
     let (supervisor, env, sandbox) = (supervisor.clone(), env.clone(), sandbox.cloned());
     tokio::task::spawn_blocking(move || {
-        if let Ok(next) = Ready::start(&supervisor, &env, sandbox.as_ref()) {
-            // Another call's may have come first: then this one goes.
-            slot.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(next);
+        // Held while it starts: a command that comes meanwhile waits for
+        // this supervisor (part of a start) rather than starting a second
+        // one, and a supervisor seen waiting is always in the slot.
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Ready::start(&supervisor, &env, sandbox.as_ref()).ok();
         }
     });
 }

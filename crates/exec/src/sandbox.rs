@@ -134,24 +134,30 @@ impl SandboxConfig {
     /// Restricts the calling thread (and so every process it starts from
     /// now on). Call it in a thread that does nothing else.
     pub(crate) fn restrict_this_thread(&self) -> Result<Active, String> {
+        self.prepare()?.restrict_this_thread(None)
+    }
+
+    /// Creates the Landlock ruleset with every rule of this configuration,
+    /// without enforcing it yet: a supervisor started ahead of its command
+    /// does this before the command comes.
+    pub(crate) fn prepare(&self) -> Result<Prepared, String> {
         let abi = self.abi();
         if abi == ABI::Unsupported {
             return Err("Landlock is disabled (max ABI 0)".to_owned());
         }
         let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
-        let err = |e: RulesetError| e.to_string();
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(all)
-            .map_err(err)?;
+            .map_err(error)?;
         let net = AccessNet::from_all(abi);
         if !self.network && !net.is_empty() {
-            ruleset = ruleset.handle_access(net).map_err(err)?;
+            ruleset = ruleset.handle_access(net).map_err(error)?;
         }
         let scope = Scope::from_all(abi);
         if !scope.is_empty() {
-            ruleset = ruleset.scope(scope).map_err(err)?;
+            ruleset = ruleset.scope(scope).map_err(error)?;
         }
         let writable: Vec<&Path> = std::iter::once(self.root.as_path())
             .chain(self.writable.iter().map(PathBuf::as_path))
@@ -161,15 +167,40 @@ impl SandboxConfig {
             Some(paths) => paths.iter().map(PathBuf::as_path).collect(),
             None => vec![Path::new("/")],
         };
-        let status = ruleset
+        let ruleset = ruleset
             .create()
-            .map_err(err)?
+            .map_err(error)?
             .add_rules(path_beneath_rules(&readable, read))
-            .map_err(err)?
+            .map_err(error)?
             .add_rules(path_beneath_rules(&writable, all))
-            .map_err(err)?
+            .map_err(error)?;
+        Ok(Prepared { ruleset, abi, network: self.network })
+    }
+}
+
+fn error(e: RulesetError) -> String {
+    e.to_string()
+}
+
+/// A sandbox's ruleset, created but not yet enforced (see
+/// [`SandboxConfig::prepare`]).
+pub(crate) struct Prepared {
+    ruleset: landlock::RulesetCreated,
+    abi: ABI,
+    network: bool,
+}
+
+impl Prepared {
+    /// Adds `writable` (a command's private `TMPDIR`) with every right,
+    /// then restricts the calling thread (and so every process it starts
+    /// from now on). Call it in a thread that does nothing else.
+    pub(crate) fn restrict_this_thread(self, writable: Option<&Path>) -> Result<Active, String> {
+        let Prepared { ruleset, abi, network } = self;
+        let status = ruleset
+            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
+            .map_err(error)?
             .restrict_self()
-            .map_err(err)?;
+            .map_err(error)?;
         let kernel_abi = match status.landlock {
             LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
             LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
@@ -181,7 +212,7 @@ impl SandboxConfig {
             ));
         }
         let abi = kernel_abi.min(abi as i32);
-        Ok(Active { abi, network_off: !self.network && abi >= 4, scoped: abi >= 6 })
+        Ok(Active { abi, network_off: !network && abi >= 4, scoped: abi >= 6 })
     }
 }
 

@@ -11,8 +11,9 @@
 //! - fds 1 and 2: the command's output pipes, handed on to `bash`.
 //! - the working directory and the minimal environment of the command.
 //!
-//! In `ready` mode it is started before its command and waits for an
-//! [`Order`] on the control channel first (see there).
+//! In `ready` mode it is started before its command, sets up all it can
+//! (subreaper, signals, the sandbox's ruleset: see `Setup`) and waits for
+//! an [`Order`] on the control channel (see there).
 //!
 //! The supervisor marks itself a child subreaper, starts
 //! `bash --noprofile --norc [-c COMMAND]` in a process group of its own and
@@ -34,7 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::io::Errno;
 
-use crate::sandbox::SandboxConfig;
+use crate::sandbox::{Prepared, SandboxConfig};
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, WaitOptions, getpid, kill_process, kill_process_group,
     set_child_subreaper, wait, waitid,
@@ -229,15 +230,22 @@ where
     let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
         return ExitCode::FAILURE;
     };
-    let (mode, sandbox, tmpdir) = match mode {
-        Mode::Ready => match Order::receive(&control) {
-            Ok(Some((command, tmpdir))) => {
-                let sandbox = sandbox.map(|mut s| {
-                    s.writable.push(tmpdir.clone());
-                    s
-                });
-                (Mode::Run(command), sandbox, Some(tmpdir))
+    let ready = matches!(mode, Mode::Ready);
+    let setup = match Setup::new(sandbox.as_ref(), ready) {
+        Ok(setup) => setup,
+        // Started ahead: no command to report on; the server starts
+        // another supervisor when this one does not take the order.
+        Err(_) if ready => return ExitCode::FAILURE,
+        Err(what) => {
+            if let Ok(fd) = control.try_clone() {
+                report(&mut File::from(fd), &format!("error {what}\n"));
             }
+            return ExitCode::FAILURE;
+        }
+    };
+    let (mode, tmpdir) = match mode {
+        Mode::Ready => match Order::receive(&control) {
+            Ok(Some((command, tmpdir))) => (Mode::Run(command), Some(tmpdir)),
             Ok(None) => return ExitCode::SUCCESS,
             Err(what) => {
                 if let Ok(fd) = control.try_clone() {
@@ -246,9 +254,9 @@ where
                 return ExitCode::FAILURE;
             }
         },
-        mode => (mode, sandbox, None),
+        mode => (mode, None),
     };
-    match supervise(mode, sandbox.as_ref(), tmpdir, control) {
+    match setup.supervise(mode, tmpdir, control) {
         Ok(()) => ExitCode::SUCCESS,
         Err(()) => ExitCode::FAILURE,
     }
@@ -265,6 +273,8 @@ struct Target {
     reaped: bool,
     /// The kill was asked for (possibly before bash started).
     kill_requested: bool,
+    /// Started ahead, no order received yet.
+    waiting: bool,
 }
 
 type Shared = Arc<Mutex<Target>>;
@@ -277,6 +287,11 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Target> {
 /// does the rest.
 fn request_kill(shared: &Shared) {
     let mut t = lock(shared);
+    if t.waiting {
+        // Nothing started, nothing to report: end as the signal's default
+        // action would have.
+        std::process::exit(1);
+    }
     t.kill_requested = true;
     if let (Some(pid), false) = (t.pid, t.reaped) {
         let _ = kill_process_group(pid, Signal::KILL);
@@ -299,138 +314,149 @@ fn watch_signals() -> std::io::Result<std::os::unix::net::UnixStream> {
     Ok(read)
 }
 
-/// Runs bash in `mode` (`Run` or `Session`) until it and all it started
-/// are gone; `tmpdir` replaces the `TMPDIR` of our own environment.
-fn supervise(
-    mode: Mode,
-    sandbox: Option<&SandboxConfig>,
-    tmpdir: Option<PathBuf>,
-    control: OwnedFd,
-) -> Result<(), ()> {
-    let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
-    if set_child_subreaper(Some(getpid())).is_err() {
-        report(&mut control_w, "error subreaper\n");
-        return Err(());
-    }
-    let shared: Shared = Arc::default();
+/// What a supervisor sets up before it starts bash. A supervisor started
+/// ahead of its command (`ready` mode) does it all before the command
+/// comes, so none of it is on the command's path.
+struct Setup {
+    shared: Shared,
+    bash: OsString,
+    /// The sandbox's ruleset, created, not yet enforced.
+    sandbox: Option<Prepared>,
+}
 
-    // Signals first, so a SIGTERM that arrives while bash starts is not
-    // fatal to us (that would orphan bash to init). The handlers only write
-    // to a socket (async-signal-safe); a thread blocked on its other end
-    // asks for the kill. No async runtime: one costs more to build than
-    // this whole supervisor costs to run a short command.
-    let Ok(woken) = watch_signals() else {
-        report(&mut control_w, "error signals\n");
-        return Err(());
-    };
-    {
-        let shared = shared.clone();
-        let mut woken = woken;
-        std::thread::spawn(move || {
-            // One byte (or the end of the socket, which cannot happen while
-            // the handlers hold its other end) means a signal came.
-            let _ = woken.read(&mut [0u8; 1]);
-            request_kill(&shared);
-        });
-    }
-
-    let mut bash = std::process::Command::new(find_bash());
-    bash.arg0("bash").arg("--noprofile").arg("--norc");
-    match &mode {
-        Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
-        Mode::Session => bash.stdin(Stdio::piped()),
-        Mode::Ready => return Err(()),
-    };
-    bash.env_clear();
-    for key in ENV_KEYS {
-        if let Some(value) = std::env::var_os(key) {
-            bash.env(key, value);
+impl Setup {
+    /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP, finds
+    /// bash and creates the sandbox's ruleset. `waiting`: until an order
+    /// comes, a caught signal ends us at once (there is nothing to kill).
+    fn new(sandbox: Option<&SandboxConfig>, waiting: bool) -> Result<Self, &'static str> {
+        set_child_subreaper(Some(getpid())).map_err(|_| "subreaper")?;
+        let shared: Shared = Arc::new(Mutex::new(Target { waiting, ..Target::default() }));
+        // Signals first, so a SIGTERM that arrives while bash starts is
+        // not fatal to us (that would orphan bash to init). The handlers
+        // only write to a socket (async-signal-safe); a thread blocked on
+        // its other end asks for the kill. No async runtime: one costs
+        // more to build than this whole supervisor costs to run a short
+        // command.
+        let mut woken = watch_signals().map_err(|_| "signals")?;
+        {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                // One byte (or the end of the socket, which cannot happen
+                // while the handlers hold its other end) means a signal
+                // came.
+                let _ = woken.read(&mut [0u8; 1]);
+                request_kill(&shared);
+            });
         }
+        let sandbox = sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| "sandbox")?;
+        Ok(Self { shared, bash: find_bash(), sandbox })
     }
-    if let Some(tmpdir) = tmpdir {
-        bash.env("TMPDIR", tmpdir);
-    }
-    bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 
-    let mut child = {
-        // Hold the lock across the spawn so a kill request either sees the
-        // pid or is seen right after.
-        let mut t = lock(&shared);
-        if t.kill_requested {
-            // Asked to stop (SIGTERM, or the server closed the channel)
-            // before bash started: the command was killed at its start,
-            // and says so like any other killed command.
-            drop(t);
-            report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
-            return Ok(());
-        }
-        match spawn_bash(&mut bash, sandbox) {
-            Ok(child) => {
-                t.pid = Pid::from_raw(child.id() as i32);
-                child
+    /// Runs bash in `mode` (`Run` or `Session`) until it and all it
+    /// started are gone; `tmpdir` replaces the `TMPDIR` of our own
+    /// environment and is writable in the sandbox.
+    fn supervise(self, mode: Mode, tmpdir: Option<PathBuf>, control: OwnedFd) -> Result<(), ()> {
+        let Setup { shared, bash: program, sandbox } = self;
+        let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
+        lock(&shared).waiting = false;
+        let mut bash = std::process::Command::new(program);
+        bash.arg0("bash").arg("--noprofile").arg("--norc");
+        match &mode {
+            Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
+            Mode::Session => bash.stdin(Stdio::piped()),
+            Mode::Ready => return Err(()),
+        };
+        bash.env_clear();
+        for key in ENV_KEYS {
+            if let Some(value) = std::env::var_os(key) {
+                bash.env(key, value);
             }
-            Err(what) => {
+        }
+        if let Some(tmpdir) = &tmpdir {
+            bash.env("TMPDIR", tmpdir);
+        }
+        bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
+
+        let mut child = {
+            // Hold the lock across the spawn so a kill request either sees the
+            // pid or is seen right after.
+            let mut t = lock(&shared);
+            if t.kill_requested {
+                // Asked to stop (SIGTERM, or the server closed the channel)
+                // before bash started: the command was killed at its start,
+                // and says so like any other killed command.
                 drop(t);
-                report(&mut control_w, &format!("error {what}\n"));
-                return Err(());
+                report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
+                return Ok(());
             }
-        }
-    };
-    let Some(pid) = lock(&shared).pid else {
-        report(&mut control_w, "error pid\n");
-        return Err(());
-    };
-
-    // The control channel: shell input in session mode, and its end of
-    // file means "stop".
-    {
-        let shared = shared.clone();
-        let mut stdin = child.stdin.take();
-        let mut control_r = File::from(control);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match control_r.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if let Some(w) = stdin.as_mut()
-                            && w.write_all(&buf[..n]).is_err()
-                        {
-                            stdin = None;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
+            match spawn_bash(&mut bash, sandbox, tmpdir.as_deref()) {
+                Ok(child) => {
+                    t.pid = Pid::from_raw(child.id() as i32);
+                    child
+                }
+                Err(what) => {
+                    drop(t);
+                    report(&mut control_w, &format!("error {what}\n"));
+                    return Err(());
                 }
             }
-            request_kill(&shared);
-        });
-    }
+        };
+        let Some(pid) = lock(&shared).pid else {
+            report(&mut control_w, "error pid\n");
+            return Err(());
+        };
 
-    // Wait for bash to end without reaping it: while it is a zombie its pid
-    // (and so its process group id) cannot be reused.
-    let status = loop {
-        match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
-            Ok(Some(status)) => break status,
-            Ok(None) | Err(Errno::INTR) => continue,
-            Err(_) => {
-                report(&mut control_w, "error wait\n");
-                break_all(&shared, pid);
-                return Err(());
-            }
+        // The control channel: shell input in session mode, and its end of
+        // file means "stop".
+        {
+            let shared = shared.clone();
+            let mut stdin = child.stdin.take();
+            let mut control_r = File::from(control);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                loop {
+                    match control_r.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if let Some(w) = stdin.as_mut()
+                                && w.write_all(&buf[..n]).is_err()
+                            {
+                                stdin = None;
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                request_kill(&shared);
+            });
         }
-    };
-    let line = if let Some(code) = status.exit_status() {
-        format!("exit {code}\n")
-    } else if let Some(sig) = status.terminating_signal() {
-        format!("signal {sig}\n")
-    } else {
-        "error status\n".to_owned()
-    };
-    break_all(&shared, pid);
-    drop(child);
-    report(&mut control_w, &line);
-    Ok(())
+
+        // Wait for bash to end without reaping it: while it is a zombie its pid
+        // (and so its process group id) cannot be reused.
+        let status = loop {
+            match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+                Ok(Some(status)) => break status,
+                Ok(None) | Err(Errno::INTR) => continue,
+                Err(_) => {
+                    report(&mut control_w, "error wait\n");
+                    break_all(&shared, pid);
+                    return Err(());
+                }
+            }
+        };
+        let line = if let Some(code) = status.exit_status() {
+            format!("exit {code}\n")
+        } else if let Some(sig) = status.terminating_signal() {
+            format!("signal {sig}\n")
+        } else {
+            "error status\n".to_owned()
+        };
+        break_all(&shared, pid);
+        drop(child);
+        report(&mut control_w, &line);
+        Ok(())
+    }
 }
 
 /// `bash` as the command's `PATH` finds it (in the first directory holding
@@ -456,17 +482,19 @@ fn find_bash() -> OsString {
     "bash".into()
 }
 
-/// Starts bash, inside a fresh Landlock domain when `sandbox` is given: in
-/// a thread of its own that enters the domain, forks and ends, so no thread
-/// of the supervisor stays in the command's domain (see the sandbox module).
+/// Starts bash, inside a fresh Landlock domain when `sandbox` is given
+/// (with `tmpdir` writable in it): in a thread of its own that enters the
+/// domain, forks and ends, so no thread of the supervisor stays in the
+/// command's domain (see the sandbox module).
 fn spawn_bash(
     bash: &mut std::process::Command,
-    sandbox: Option<&SandboxConfig>,
+    sandbox: Option<Prepared>,
+    tmpdir: Option<&Path>,
 ) -> Result<std::process::Child, &'static str> {
     let Some(sandbox) = sandbox else { return bash.spawn().map_err(|_| "spawn") };
     std::thread::scope(|s| {
         s.spawn(|| {
-            sandbox.restrict_this_thread().map_err(|_| "sandbox")?;
+            sandbox.restrict_this_thread(tmpdir).map_err(|_| "sandbox")?;
             bash.spawn().map_err(|_| "spawn")
         })
         .join()

@@ -459,10 +459,12 @@ async fn commands_handed_to_a_supervisor_started_ahead_keep_every_guarantee() {
 }
 
 /// The supervisor waiting for the next command can be killed (by any
-/// process of the same user, e.g. another session's command). The next
+/// process of the same user, e.g. another session's command), or sent
+/// SIGTERM, which ends it at once as it has nothing to stop yet. The next
 /// command then starts a supervisor of its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_supervisor_killed_while_waiting_is_replaced() {
+    use rustix::process::Signal;
     let dir = tempfile::tempdir().unwrap();
     let supervisor = common::supervisor();
     let token = CancellationToken::new();
@@ -472,23 +474,26 @@ async fn a_supervisor_killed_while_waiting_is_replaced() {
         run(s, &token, None)
     };
     go("true").await.unwrap();
-    let ready = wait_ready(dir.path(), 1).await;
-    let pid = rustix::process::Pid::from_raw(ready[0]).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-    // Wait until the killed one has closed its channel (it is a zombie or
-    // reaped), so the next command sees it gone rather than racing it.
-    let dead = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
-    };
-    let start = Instant::now();
-    while !dead(ready[0]) {
-        assert!(start.elapsed() < Duration::from_secs(30));
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for signal in [Signal::KILL, Signal::TERM] {
+        let ready = wait_ready(dir.path(), 1).await;
+        let pid = rustix::process::Pid::from_raw(ready[0]).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        // Wait until the killed one has closed its channel (it is a zombie
+        // or reaped), so the next command sees it gone rather than racing
+        // it.
+        let dead = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'))
+        };
+        let start = Instant::now();
+        while !dead(ready[0]) {
+            assert!(start.elapsed() < Duration::from_secs(30), "{signal:?} did not end it");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let t = tag();
+        let out = go(&format!("sleep 300.{t} & tr '\\0' ' ' < /proc/$PPID/cmdline")).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        assert!(out.stdout.contains(" run sleep "), "not a supervisor of its own: {}", out.stdout);
+        assert_none(&t);
     }
-    let t = tag();
-    let out = go(&format!("sleep 300.{t} & tr '\\0' ' ' < /proc/$PPID/cmdline")).await.unwrap();
-    assert_eq!(out.exit_code, Some(0), "{out:?}");
-    assert!(out.stdout.contains(" run sleep "), "not a supervisor of its own: {}", out.stdout);
-    assert_none(&t);
 }

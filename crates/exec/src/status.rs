@@ -51,12 +51,17 @@ impl Ended {
 /// or end of file, at most 256 bytes.
 pub(crate) async fn read_line(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
     let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while line.len() < 256 && !line.ends_with(b"\n") {
-        match r.read(&mut byte).await {
-            Ok(1) => line.push(byte[0]),
-            Ok(_) | Err(_) => break,
+    let mut buf = [0u8; 256];
+    // The supervisor writes one line and exits: read it in as few calls as
+    // it arrives in, and drop anything after its newline.
+    while line.len() < buf.len() && !line.contains(&b'\n') {
+        match r.read(&mut buf[..256 - line.len()]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
         }
+    }
+    if let Some(end) = line.iter().position(|&b| b == b'\n') {
+        line.truncate(end + 1);
     }
     line
 }
@@ -121,5 +126,15 @@ mod tests {
         assert_eq!(Ended::parse(b""), None);
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(64), "SIG64");
+    }
+
+    #[tokio::test]
+    async fn the_status_line_ends_at_its_newline_end_of_file_or_256_bytes() {
+        use tokio::io::AsyncReadExt;
+        let split = (&b"ex"[..]).chain(&b"it 0\nsignal 9\n"[..]);
+        assert_eq!(read_line(split).await, b"exit 0\n");
+        assert_eq!(read_line(&b"exit 3"[..]).await, b"exit 3");
+        let long = vec![b'x'; 300];
+        assert_eq!(read_line(&long[..]).await.len(), 256);
     }
 }

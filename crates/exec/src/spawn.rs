@@ -165,7 +165,10 @@ impl PrivateTmp {
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Most commands leave it empty: one rmdir then.
+        if std::fs::remove_dir(&self.0).is_err() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -253,15 +256,17 @@ pub(crate) fn prepare_next(
 /// `Order`), in `/`, with no `TMPDIR`. Dropped unused, its channel closes
 /// and it exits.
 pub(crate) struct Ready {
-    /// The supervisor and our end of its channel, until handed over.
-    started: Option<(Child, std::os::unix::net::UnixStream)>,
+    /// The supervisor, our end of its channel and the command's private
+    /// `TMPDIR` (made ahead too: a directory costs a journalled write),
+    /// until handed over.
+    started: Option<(Child, std::os::unix::net::UnixStream, PrivateTmp)>,
     env: ChildEnv,
     sandbox: Option<SandboxConfig>,
 }
 
 impl std::fmt::Debug for Ready {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pid = self.started.as_ref().and_then(|(child, _)| child.id());
+        let pid = self.started.as_ref().and_then(|(child, _, _)| child.id());
         f.debug_struct("Ready").field("pid", &pid).finish_non_exhaustive()
     }
 }
@@ -272,9 +277,9 @@ enum HandOver {
     Done(Spawned),
     /// It did not get the command (it is gone): start another.
     NotSent,
-    /// An error to report: the private `TMPDIR` or the directory could not
-    /// be made ready, or the command may have been received (then it must
-    /// never run a second time).
+    /// An error to report: the directory could not be opened, or the
+    /// command may have been received (then it must never run a second
+    /// time).
     Failed(FsError),
 }
 
@@ -284,6 +289,7 @@ impl Ready {
         env: &ChildEnv,
         sandbox: Option<&SandboxConfig>,
     ) -> Result<Self, FsError> {
+        let tmp = PrivateTmp::create()?;
         let sandbox_args = sandbox.map(|s| s.to_args(None)).unwrap_or_default();
         let (child, control) = start(
             supervisor,
@@ -295,10 +301,14 @@ impl Ready {
             Stdio::piped(),
             Stdio::piped(),
         )?;
-        Ok(Self { started: Some((child, control)), env: env.clone(), sandbox: sandbox.cloned() })
+        Ok(Self {
+            started: Some((child, control, tmp)),
+            env: env.clone(),
+            sandbox: sandbox.cloned(),
+        })
     }
 
-    /// Sends the order: the command, a new private `TMPDIR`, and `cwd`
+    /// Sends the order: the command, its private `TMPDIR`, and `cwd`
     /// opened here and passed as a file descriptor.
     fn hand_over(mut self, command: &str, cwd: &Path) -> HandOver {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
@@ -306,10 +316,6 @@ impl Ready {
         use std::mem::MaybeUninit;
         use std::os::fd::AsFd;
         let failed = |what: &str, e: &dyn std::fmt::Display| HandOver::Failed(internal(what, e));
-        let tmp = match PrivateTmp::create() {
-            Ok(tmp) => tmp,
-            Err(e) => return HandOver::Failed(e),
-        };
         let dir = match rustix::fs::open(
             cwd,
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -318,12 +324,12 @@ impl Ready {
             Ok(dir) => dir,
             Err(e) => return failed("Could not open the command's directory", &e),
         };
-        let order = crate::supervisor::Order::encode(&tmp.0, command);
         // Until it is handed over, an early return drops `self`: the
         // supervisor sees the end of its channel and exits.
-        let Some((_, control)) = self.started.as_ref() else {
+        let Some((_, control, tmp)) = self.started.as_ref() else {
             return HandOver::NotSent;
         };
+        let order = crate::supervisor::Order::encode(&tmp.0, command);
         let fds = [dir.as_fd()];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
@@ -342,7 +348,7 @@ impl Ready {
         if sent != Ok(order.len()) {
             return HandOver::NotSent;
         }
-        let Some((child, control)) = self.started.take() else {
+        let Some((child, control, tmp)) = self.started.take() else {
             return HandOver::NotSent;
         };
         match tokio_control(control) {
@@ -359,7 +365,7 @@ impl Drop for Ready {
     fn drop(&mut self) {
         // Unused: it exits at the end of its channel, and is no longer one
         // of the supervisors the orphan sweep spares.
-        if let Some((child, _)) = &self.started {
+        if let Some((child, _, _)) = &self.started {
             reaped(child.id());
         }
     }

@@ -28,12 +28,15 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
+use rustix::net::RecvFlags;
 
 use crate::sandbox::{Prepared, SandboxConfig};
 use rustix::process::{
@@ -231,7 +234,7 @@ where
         return ExitCode::FAILURE;
     };
     let ready = matches!(mode, Mode::Ready);
-    let setup = match Setup::new(sandbox.as_ref(), ready) {
+    let setup = match Setup::new(sandbox.as_ref()) {
         Ok(setup) => setup,
         // Started ahead: no command to report on; the server starts
         // another supervisor when this one does not take the order.
@@ -244,7 +247,7 @@ where
         }
     };
     let (mode, tmpdir) = match mode {
-        Mode::Ready => match Order::receive(&control) {
+        Mode::Ready => match setup.wait_for_order(&control) {
             Ok(Some((command, tmpdir))) => (Mode::Run(command), Some(tmpdir)),
             Ok(None) => return ExitCode::SUCCESS,
             Err(what) => {
@@ -262,104 +265,100 @@ where
     }
 }
 
-/// State shared by the waiting thread and the threads that may ask for the
-/// kill.
-#[derive(Default)]
-struct Target {
-    /// bash, once started.
-    pid: Option<Pid>,
-    /// bash has been (or is about to be) reaped: its pid, and so its group
-    /// id, may be reused; never signal it again.
-    reaped: bool,
-    /// The kill was asked for (possibly before bash started).
-    kill_requested: bool,
-    /// Started ahead, no order received yet.
-    waiting: bool,
-}
-
-type Shared = Arc<Mutex<Target>>;
-
-fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Target> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Asks for the end: kills bash's group now if bash runs; the waiting thread
-/// does the rest.
-fn request_kill(shared: &Shared) {
-    let mut t = lock(shared);
-    if t.waiting {
-        // Nothing started, nothing to report: end as the signal's default
-        // action would have.
-        std::process::exit(1);
-    }
-    t.kill_requested = true;
-    if let (Some(pid), false) = (t.pid, t.reaped) {
-        let _ = kill_process_group(pid, Signal::KILL);
-        let _ = kill_process(pid, Signal::KILL);
-    }
-}
-
 fn report(control: &mut File, line: &str) {
     let _ = control.write_all(line.as_bytes());
 }
 
-/// Makes SIGTERM, SIGINT and SIGHUP write a byte to a socket instead of
-/// ending the process, and returns the socket's end to read them from.
-fn watch_signals() -> std::io::Result<std::os::unix::net::UnixStream> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let (read, write) = std::os::unix::net::UnixStream::pair()?;
-    for signal in [SIGTERM, SIGINT, SIGHUP] {
+/// Makes `signals` write a byte to a socket instead of their default
+/// action (the handler only writes: async-signal-safe), and returns the
+/// socket's end to read them from, non-blocking.
+fn watch(signals: &[i32]) -> std::io::Result<UnixStream> {
+    let (read, write) = UnixStream::pair()?;
+    for &signal in signals {
         signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
     }
+    read.set_nonblocking(true)?;
     Ok(read)
+}
+
+/// Reads all that waits on a [`watch`] socket: whether a signal came.
+fn caught(signals: &UnixStream) -> bool {
+    let mut any = false;
+    let mut buf = [0u8; 64];
+    while let Ok(n) = (&*signals).read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        any = true;
+    }
+    any
+}
+
+/// Kills bash's process group and bash (not yet reaped, so its pid and
+/// group id are still its own).
+fn kill_bash(pid: Pid) {
+    let _ = kill_process_group(pid, Signal::KILL);
+    let _ = kill_process(pid, Signal::KILL);
 }
 
 /// What a supervisor sets up before it starts bash. A supervisor started
 /// ahead of its command (`ready` mode) does it all before the command
 /// comes, so none of it is on the command's path.
+///
+/// The supervisor has one thread (bar the short-lived one that starts bash
+/// in the sandbox): it waits for everything at once with `poll`, and a
+/// process without other live threads ends several times faster.
 struct Setup {
-    shared: Shared,
+    /// SIGTERM, SIGINT, SIGHUP: kill the tree.
+    stop: UnixStream,
+    /// SIGCHLD: bash may have ended.
+    child_ended: UnixStream,
     bash: OsString,
     /// The sandbox's ruleset, created, not yet enforced.
     sandbox: Option<Prepared>,
 }
 
 impl Setup {
-    /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP, finds
-    /// bash and creates the sandbox's ruleset. `waiting`: until an order
-    /// comes, a caught signal ends us at once (there is nothing to kill).
-    fn new(sandbox: Option<&SandboxConfig>, waiting: bool) -> Result<Self, &'static str> {
+    /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP (so that
+    /// one coming while bash starts does not end us and orphan bash to
+    /// init) and SIGCHLD, finds bash and creates the sandbox's ruleset.
+    fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, &'static str> {
+        use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
         set_child_subreaper(Some(getpid())).map_err(|_| "subreaper")?;
-        let shared: Shared = Arc::new(Mutex::new(Target { waiting, ..Target::default() }));
-        // Signals first, so a SIGTERM that arrives while bash starts is
-        // not fatal to us (that would orphan bash to init). The handlers
-        // only write to a socket (async-signal-safe); a thread blocked on
-        // its other end asks for the kill. No async runtime: one costs
-        // more to build than this whole supervisor costs to run a short
-        // command.
-        let mut woken = watch_signals().map_err(|_| "signals")?;
-        {
-            let shared = shared.clone();
-            std::thread::spawn(move || {
-                // One byte (or the end of the socket, which cannot happen
-                // while the handlers hold its other end) means a signal
-                // came.
-                let _ = woken.read(&mut [0u8; 1]);
-                request_kill(&shared);
-            });
-        }
+        let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| "signals")?;
+        let child_ended = watch(&[SIGCHLD]).map_err(|_| "signals")?;
         let sandbox = sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| "sandbox")?;
-        Ok(Self { shared, bash: find_bash(), sandbox })
+        Ok(Self { stop, child_ended, bash: find_bash(), sandbox })
+    }
+
+    /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
+    /// ended, or a stop signal came, first (nothing was started).
+    fn wait_for_order(
+        &self,
+        control: &OwnedFd,
+    ) -> Result<Option<(OsString, PathBuf)>, &'static str> {
+        loop {
+            let mut fds =
+                [PollFd::new(control, PollFlags::IN), PollFd::new(&self.stop, PollFlags::IN)];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => return Err("order"),
+            }
+            if caught(&self.stop) {
+                return Ok(None);
+            }
+            if !fds[0].revents().is_empty() {
+                return Order::receive(control);
+            }
+        }
     }
 
     /// Runs bash in `mode` (`Run` or `Session`) until it and all it
     /// started are gone; `tmpdir` replaces the `TMPDIR` of our own
     /// environment and is writable in the sandbox.
     fn supervise(self, mode: Mode, tmpdir: Option<PathBuf>, control: OwnedFd) -> Result<(), ()> {
-        let Setup { shared, bash: program, sandbox } = self;
         let mut control_w = File::from(control.try_clone().map_err(|_| ())?);
-        lock(&shared).waiting = false;
-        let mut bash = std::process::Command::new(program);
+        let mut bash = std::process::Command::new(&self.bash);
         bash.arg0("bash").arg("--noprofile").arg("--norc");
         match &mode {
             Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
@@ -377,73 +376,28 @@ impl Setup {
         }
         bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 
-        let mut child = {
-            // Hold the lock across the spawn so a kill request either sees the
-            // pid or is seen right after.
-            let mut t = lock(&shared);
-            if t.kill_requested {
-                // Asked to stop (SIGTERM, or the server closed the channel)
-                // before bash started: the command was killed at its start,
-                // and says so like any other killed command.
-                drop(t);
-                report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
-                return Ok(());
-            }
-            match spawn_bash(&mut bash, sandbox, tmpdir.as_deref()) {
-                Ok(child) => {
-                    t.pid = Pid::from_raw(child.id() as i32);
-                    child
-                }
-                Err(what) => {
-                    drop(t);
-                    report(&mut control_w, &format!("error {what}\n"));
-                    return Err(());
-                }
+        if caught(&self.stop) {
+            // Asked to stop before bash started: the command was killed at
+            // its start, and says so like any other killed command.
+            report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
+            return Ok(());
+        }
+        let mut child = match spawn_bash(&mut bash, self.sandbox, tmpdir.as_deref()) {
+            Ok(child) => child,
+            Err(what) => {
+                report(&mut control_w, &format!("error {what}\n"));
+                return Err(());
             }
         };
-        let Some(pid) = lock(&shared).pid else {
+        let Some(pid) = Pid::from_raw(child.id() as i32) else {
             report(&mut control_w, "error pid\n");
             return Err(());
         };
-
-        // The control channel: shell input in session mode, and its end of
-        // file means "stop".
-        {
-            let shared = shared.clone();
-            let mut stdin = child.stdin.take();
-            let mut control_r = File::from(control);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 8192];
-                loop {
-                    match control_r.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            if let Some(w) = stdin.as_mut()
-                                && w.write_all(&buf[..n]).is_err()
-                            {
-                                stdin = None;
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-                request_kill(&shared);
-            });
-        }
-
-        // Wait for bash to end without reaping it: while it is a zombie its pid
-        // (and so its process group id) cannot be reused.
-        let status = loop {
-            match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
-                Ok(Some(status)) => break status,
-                Ok(None) | Err(Errno::INTR) => continue,
-                Err(_) => {
-                    report(&mut control_w, "error wait\n");
-                    break_all(&shared, pid);
-                    return Err(());
-                }
-            }
+        let input = child.stdin.take().map(OwnedFd::from);
+        let Ok(status) = wait_for_bash(pid, &control, input, &self.stop, &self.child_ended) else {
+            report(&mut control_w, "error wait\n");
+            break_all(pid);
+            return Err(());
         };
         let line = if let Some(code) = status.exit_status() {
             format!("exit {code}\n")
@@ -452,10 +406,87 @@ impl Setup {
         } else {
             "error status\n".to_owned()
         };
-        break_all(&shared, pid);
+        break_all(pid);
         drop(child);
         report(&mut control_w, &line);
         Ok(())
+    }
+}
+
+/// Waits for bash to end without reaping it: while it is a zombie its pid
+/// (and so its process group id) cannot be reused. Meanwhile the end of
+/// the control channel (the server asks for the stop, or died) and
+/// SIGTERM/SIGINT/SIGHUP kill bash's group, and in session mode what comes
+/// on the channel goes on to bash's `input`. When bash does not read its
+/// input, the channel is no longer read (what the server sends waits in
+/// it), but its end is still seen.
+fn wait_for_bash(
+    pid: Pid,
+    control: &OwnedFd,
+    mut input: Option<OwnedFd>,
+    stop: &UnixStream,
+    child_ended: &UnixStream,
+) -> Result<rustix::process::WaitIdStatus, ()> {
+    if let Some(fd) = &input {
+        rustix::io::ioctl_fionbio(fd, true).map_err(|_| ())?;
+    }
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut channel_open = true;
+    loop {
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        match waitid(WaitId::Pid(pid), options) {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) | Err(Errno::INTR) => {}
+            Err(_) => return Err(()),
+        }
+        let mut fds = Vec::with_capacity(4);
+        fds.push(PollFd::new(child_ended, PollFlags::IN));
+        fds.push(PollFd::new(stop, PollFlags::IN));
+        if channel_open {
+            let events = if pending.is_empty() { PollFlags::IN } else { PollFlags::empty() };
+            fds.push(PollFd::new(control, events | PollFlags::RDHUP));
+        }
+        if let (Some(fd), false) = (&input, pending.is_empty()) {
+            fds.push(PollFd::new(fd, PollFlags::OUT));
+        }
+        match poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return Err(()),
+        }
+        let channel_event = channel_open && !fds[2].revents().is_empty();
+        drop(fds);
+        caught(child_ended);
+        if caught(stop) {
+            kill_bash(pid);
+        }
+        if channel_event {
+            if pending.is_empty() {
+                match rustix::net::recv(control, &mut buf, RecvFlags::DONTWAIT) {
+                    Ok((0, _)) => channel_open = false,
+                    Ok((n, _)) if input.is_some() => pending.extend_from_slice(&buf[..n]),
+                    Ok(_) | Err(Errno::AGAIN | Errno::INTR) => {}
+                    Err(_) => channel_open = false,
+                }
+            } else {
+                // Only its end is watched while input waits for bash.
+                channel_open = false;
+            }
+            if !channel_open {
+                kill_bash(pid);
+            }
+        }
+        if let (Some(fd), false) = (&input, pending.is_empty()) {
+            match rustix::io::write(fd, &pending) {
+                Ok(n) => drop(pending.drain(..n)),
+                Err(Errno::AGAIN | Errno::INTR) => {}
+                // bash closed its input: what comes next is dropped.
+                Err(_) => {
+                    input = None;
+                    pending.clear();
+                }
+            }
+        }
     }
 }
 
@@ -511,15 +542,8 @@ fn spawn_bash(
 /// `children` files (see the children module), and when that listing
 /// finds none to kill (it can skip an entry when the list changes under
 /// it), from the exhaustive `/proc` scan, before we wait for one to end.
-fn break_all(shared: &Shared, pid: Pid) {
-    {
-        let mut t = lock(shared);
-        if !t.reaped {
-            let _ = kill_process_group(pid, Signal::KILL);
-            let _ = kill_process(pid, Signal::KILL);
-            t.reaped = true;
-        }
-    }
+fn break_all(pid: Pid) {
+    kill_bash(pid);
     loop {
         // `wait` is waitpid(-1): any child. (rustix's `waitpid(None, …)` is
         // waitpid(0), children of our own process group only — bash and

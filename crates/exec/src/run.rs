@@ -279,8 +279,8 @@ struct Drive {
     yield_to: Option<(YieldTo, tokio::sync::oneshot::Sender<Outcome>)>,
 }
 
-/// Reads a stream to its end into a shared capped sink (shared so that what
-/// was read survives an abort) and the merged buffer, if any. The buffer's
+/// Reads a stream to its end into a shared capped sink (what was read stays
+/// there when the drain is dropped unfinished) and the merged buffer, if any. The buffer's
 /// lock is taken first, so that a snapshot under it sees both alike.
 async fn drain(mut r: Reader, sink: Arc<Mutex<CappedText>>, merged: Option<(Arc<Shared>, usize)>) {
     let mut buf = vec![0u8; 64 * 1024];
@@ -360,8 +360,12 @@ impl Drive {
 
         let out_sink = Arc::new(Mutex::new(CappedText::new(cap)));
         let err_sink = Arc::new(Mutex::new(CappedText::new(cap)));
-        let mut out_task = tokio::spawn(drain(stdout, out_sink.clone(), merged.clone()));
-        let mut err_task = tokio::spawn(drain(stderr, err_sink.clone(), merged.clone()));
+        // Polled in this task (no task of their own): at the command's end
+        // its output, its exit and its status line wake one task, not three.
+        let out_drain = drain(stdout, out_sink.clone(), merged.clone());
+        let err_drain = drain(stderr, err_sink.clone(), merged.clone());
+        tokio::pin!(out_drain, err_drain);
+        let (mut out_done, mut err_done) = (false, false);
 
         let start = Instant::now();
         let deadline = tokio::time::sleep(timeout);
@@ -382,14 +386,17 @@ impl Drive {
         let yield_at = tokio::time::sleep(if yield_after < timeout { yield_after } else { FAR });
         tokio::pin!(yield_at);
 
-        let mut line: Option<Vec<u8>> = None;
         let mut exited: Option<Option<std::process::ExitStatus>> = None;
         let mut timed_out = false;
         let mut cancelled = false;
         while exited.is_none() {
             tokio::select! {
-                l = &mut status_fut, if line.is_none() => line = Some(l),
+                // The status line is read once the supervisor has exited:
+                // it is written just before, and waking for it alone
+                // would cost a wake-up more per command.
                 r = child.wait() => exited = Some(r.ok()),
+                () = &mut out_drain, if !out_done => out_done = true,
+                () = &mut err_drain, if !err_done => err_done = true,
                 () = &mut deadline, if ctl_w.is_some() => {
                     timed_out = true;
                     ctl_w = None;
@@ -432,25 +439,23 @@ impl Drive {
         // from outside), what is left was re-parented to us (when we adopt
         // orphans); a status line proves nothing (see the status module).
         sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
-        if line.is_none() {
-            // The supervisor wrote it before exiting: it is buffered, unless
-            // someone else holds the channel open without writing.
-            line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
-        }
+        // The supervisor wrote it before exiting: it is buffered, unless
+        // someone else holds the channel open without writing.
+        let line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
         let status = believed(line.as_deref(), exited.flatten());
 
         // Every descendant is dead: the pipes close now, unless a process
         // outside the tree holds them (fd passing); then stop collecting.
         let drained = tokio::time::timeout(DRAIN_GRACE, async {
-            let _ = (&mut out_task).await;
-            let _ = (&mut err_task).await;
+            if !out_done {
+                out_drain.as_mut().await;
+            }
+            if !err_done {
+                err_drain.as_mut().await;
+            }
         })
         .await
         .is_ok();
-        if !drained {
-            out_task.abort();
-            err_task.abort();
-        }
         let (stdout, out_trunc) = take(&out_sink);
         let (stderr, err_trunc) = take(&err_sink);
         if let Some((shared, _)) = &merged {

@@ -44,7 +44,8 @@ serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only th
 to pick): each beside its raw tool, spawned directly by this script, and beside Desktop Commander
 (npm @wonderwhy-er/desktop-commander, pinned DC_VERSION, installed with npm into bench-data/ on
 first use; its own HOME, telemetry off, no network), all three over the same kind of pipe (raw
-JSON-RPC over stdio for both servers), interleaved in one loop; median and p99 per call:
+JSON-RPC over stdio for both servers), interleaved in one loop whose order turns each round, the next
+contender starting once the server that just answered uses no CPU; median and p99 per call:
   D1  bash `true` x N (200)  vs  `bash -c true`  vs  DC start_process `true` (bash as its shell)
   D2  apply_patch of a typical 3-hunk edit (fresh copy of a 300-line file each time)  vs
       `git apply` of the same change as a unified diff  vs  DC edit_block x3 (one per hunk)
@@ -1009,7 +1010,8 @@ def run_dev(a: argparse.Namespace) -> int:
         text += (f"| {r['scenario']} {r['what']} ×{r['calls']} | {fmt_s(ours['median_s'])} | {fmt_s(ours['p99_s'])} "
                  f"| {r['raw']} | {fmt_s(raw['median_s'])} | {fmt_s(raw['p99_s'])} | {dc_cells} "
                  f"| {ours['median_s'] / raw['median_s']:.2f}× | {vs_dc} |\n")
-    text += ("\nMedians and p99 of wall time per call, all contenders interleaved in one loop; every answer checked "
+    text += ("\nMedians and p99 of wall time per call, all contenders interleaved in one loop (order turning each "
+             "round; after a server's answer the next contender waits until that server uses no CPU); every answer checked "
              "against its anchor (D1 exit 0 and a finished process; D2 the same bytes after the edit; D3 the same 200 "
              "lines). vs raw / vs DC: serverfs-dev median over theirs (lower is better).\n")
     text += f"\nserverfs-dev peak RSS {fmt_kb(rss)}\nuptime after:  {after}\n{load_after} (after)\n"

@@ -25,7 +25,7 @@ use crate::session::{Owner, Sessions, Shared};
 use crate::spawn::{
     ChildEnv, STOP_GRACE, internal, prepare_next, reaped, spawn_run, sweep_orphans, terminate,
 };
-use crate::status::{believed, read_line};
+use crate::status::{believed, buffered_line};
 use crate::supervisor::Supervisor;
 
 /// Default `timeout_seconds`.
@@ -353,10 +353,13 @@ impl Drive {
         } = self;
         let crate::spawn::Spawned { mut child, control, tmp } = spawned;
         let supervisor_pid = child.id();
-        let (ctl_r, ctl_w) = control.into_split();
-        // Dropping the write half shuts it down: the supervisor reads end
+        // Shutting our writing down is the stop: the supervisor reads end
         // of file and kills the tree.
-        let mut ctl_w = Some(ctl_w);
+        let mut stopping = false;
+        let stop = |stopping: &mut bool| {
+            let _ = control.shutdown(std::net::Shutdown::Write);
+            *stopping = true;
+        };
 
         let out_sink = Arc::new(Mutex::new(CappedText::new(cap)));
         let err_sink = Arc::new(Mutex::new(CappedText::new(cap)));
@@ -370,8 +373,6 @@ impl Drive {
         let start = Instant::now();
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        let status_fut = read_line(ctl_r);
-        tokio::pin!(status_fut);
         let mut tick = tokio::time::interval_at(
             tokio::time::Instant::now() + progress_interval,
             progress_interval,
@@ -391,23 +392,22 @@ impl Drive {
         let mut cancelled = false;
         while exited.is_none() {
             tokio::select! {
-                // The status line is read once the supervisor has exited:
-                // it is written just before, and waking for it alone
-                // would cost a wake-up more per command.
+                // The status line is read once the supervisor has exited
+                // (it is written just before): the channel is not watched.
                 r = child.wait() => exited = Some(r.ok()),
                 () = &mut out_drain, if !out_done => out_done = true,
                 () = &mut err_drain, if !err_done => err_done = true,
-                () = &mut deadline, if ctl_w.is_some() => {
+                () = &mut deadline, if !stopping => {
                     timed_out = true;
-                    ctl_w = None;
+                    stop(&mut stopping);
                     escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
                 }
-                () = token.cancelled(), if ctl_w.is_some() => {
+                () = token.cancelled(), if !stopping => {
                     cancelled = true;
-                    ctl_w = None;
+                    stop(&mut stopping);
                     escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
                 }
-                () = &mut yield_at, if yield_to.is_some() && ctl_w.is_some() => {
+                () = &mut yield_at, if yield_to.is_some() && !stopping => {
                     if let (Some((to, tx)), Some((shared, _))) = (yield_to.take(), &merged)
                         && let Some(answer) = yield_now(&to, shared, &token, &out_sink, &err_sink)
                         && tx.send(answer).is_ok()
@@ -416,12 +416,12 @@ impl Drive {
                         progress = None;
                     }
                 }
-                _ = tick.tick(), if progress.is_some() && ctl_w.is_some() => {
+                _ = tick.tick(), if progress.is_some() && !stopping => {
                     if let Some(p) = &progress {
                         p(Progress { elapsed: start.elapsed(), timeout });
                     }
                 }
-                () = &mut escalate, if ctl_w.is_none() => {
+                () = &mut escalate, if stopping => {
                     escalation += 1;
                     if escalation == 1 {
                         terminate(&child);
@@ -433,15 +433,14 @@ impl Drive {
                 }
             }
         }
-        drop(ctl_w);
+        stop(&mut stopping);
         reaped(supervisor_pid);
         // Whatever the supervisor said: if it died before its tree (killed
         // from outside), what is left was re-parented to us (when we adopt
         // orphans); a status line proves nothing (see the status module).
         sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
-        // The supervisor wrote it before exiting: it is buffered, unless
-        // someone else holds the channel open without writing.
-        let line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
+        // The supervisor wrote it before exiting: it is buffered.
+        let line = Some(buffered_line(&control));
         let status = believed(line.as_deref(), exited.flatten());
 
         // Every descendant is dead: the pipes close now, unless a process

@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::SandboxConfig;
 use crate::spawn::{
-    ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, wait_stopped,
+    ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, tokio_control,
+    wait_stopped,
 };
 use crate::status::{Ended, believed, read_line};
 use crate::supervisor::Supervisor;
@@ -533,7 +534,7 @@ impl Sessions {
         let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| internal("Could not read the shell's output", e))?;
         let crate::spawn::Spawned { mut child, control, tmp } = spawned;
-        let (ctl_r, ctl_w) = control.into_split();
+        let (ctl_r, ctl_w) = tokio_control(control)?.into_split();
         let shared = Shared::new();
         let stop = CancellationToken::new();
         let session = Arc::new(Session {

@@ -139,7 +139,10 @@ pub(crate) async fn sweep_orphans(trusted_end: bool) {
 /// command's private temporary directory.
 pub(crate) struct Spawned {
     pub(crate) child: Child,
-    pub(crate) control: tokio::net::UnixStream,
+    /// Non-blocking, and not watched by the runtime: a command's run only
+    /// shuts its writing down (the stop) and reads the status line once
+    /// the supervisor has exited (a session makes it asynchronous).
+    pub(crate) control: std::os::unix::net::UnixStream,
     pub(crate) tmp: PrivateTmp,
 }
 
@@ -192,7 +195,7 @@ pub(crate) fn spawn(
     let sandbox_args = sandbox.map(|s| s.to_args(Some(&tmp.0))).unwrap_or_default();
     let (child, ours) =
         start(supervisor, &sandbox_args, mode, cwd, env, Some(&tmp.0), stdout, stderr)?;
-    Ok(Spawned { child, control: tokio_control(ours)?, tmp })
+    Ok(Spawned { child, control: ours, tmp })
 }
 
 /// Starts `bash -c command` under a supervisor with piped output: the one
@@ -351,13 +354,7 @@ impl Ready {
         let Some((child, control, tmp)) = self.started.take() else {
             return HandOver::NotSent;
         };
-        match tokio_control(control) {
-            Ok(control) => HandOver::Done(Spawned { child, control, tmp }),
-            Err(e) => {
-                reaped(child.id());
-                HandOver::Failed(e)
-            }
-        }
+        HandOver::Done(Spawned { child, control, tmp })
     }
 }
 
@@ -411,7 +408,9 @@ fn start(
     Ok((child, ours))
 }
 
-fn tokio_control(ours: std::os::unix::net::UnixStream) -> Result<tokio::net::UnixStream, FsError> {
+pub(crate) fn tokio_control(
+    ours: std::os::unix::net::UnixStream,
+) -> Result<tokio::net::UnixStream, FsError> {
     tokio::net::UnixStream::from_std(ours)
         .map_err(|e| internal("Could not create the control channel", e))
 }

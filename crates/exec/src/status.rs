@@ -51,19 +51,45 @@ impl Ended {
 /// or end of file, at most 256 bytes.
 pub(crate) async fn read_line(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
     let mut line = Vec::new();
-    let mut buf = [0u8; 256];
+    let mut buf = [0u8; MAX_LINE];
     // The supervisor writes one line and exits: read it in as few calls as
-    // it arrives in, and drop anything after its newline.
-    while line.len() < buf.len() && !line.contains(&b'\n') {
-        match r.read(&mut buf[..256 - line.len()]).await {
+    // it arrives in.
+    while !complete(&mut line) {
+        match r.read(&mut buf[..MAX_LINE - line.len()]).await {
             Ok(0) | Err(_) => break,
             Ok(n) => line.extend_from_slice(&buf[..n]),
         }
     }
-    if let Some(end) = line.iter().position(|&b| b == b'\n') {
-        line.truncate(end + 1);
+    line
+}
+
+/// The status line an exited supervisor left in its non-blocking control
+/// channel: what is there, up to a newline, at most 256 bytes.
+pub(crate) fn buffered_line(control: &std::os::unix::net::UnixStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut line = Vec::new();
+    let mut buf = [0u8; MAX_LINE];
+    while !complete(&mut line) {
+        match (&*control).read(&mut buf[..MAX_LINE - line.len()]) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // The end, or nothing more buffered.
+            Ok(0) | Err(_) => break,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+        }
     }
     line
+}
+
+const MAX_LINE: usize = 256;
+
+/// Whether `line` is a whole status line, or as long as one may be;
+/// anything after its newline is dropped.
+fn complete(line: &mut Vec<u8>) -> bool {
+    if let Some(end) = line.iter().position(|&b| b == b'\n') {
+        line.truncate(end + 1);
+        return true;
+    }
+    line.len() >= MAX_LINE
 }
 
 /// The supervisor's status line, believed only when the supervisor itself
@@ -136,5 +162,21 @@ mod tests {
         assert_eq!(read_line(&b"exit 3"[..]).await, b"exit 3");
         let long = vec![b'x'; 300];
         assert_eq!(read_line(&long[..]).await.len(), 256);
+    }
+
+    #[test]
+    fn the_buffered_status_line_is_what_the_supervisor_left() {
+        use std::io::Write;
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        // Nothing written, the other end still open: nothing, at once.
+        assert_eq!(buffered_line(&ours), b"");
+        theirs.write_all(b"exit 0\nsignal 9\n").unwrap();
+        assert_eq!(buffered_line(&ours), b"exit 0\n");
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        theirs.write_all(b"exit").unwrap();
+        drop(theirs);
+        assert_eq!(buffered_line(&ours), b"exit");
     }
 }

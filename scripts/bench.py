@@ -835,19 +835,26 @@ def timed(fn) -> tuple[float, Any]:
 
 
 def cpu_ns(pid: int) -> int:
-    """CPU time (ns) of every thread of `pid` so far (/proc/PID/task/*/schedstat)."""
+    """CPU time (ns) so far of every thread of `pid` and of its living descendants (a process a
+    server starts after answering, such as serverfs-dev's next supervisor, is its work too)."""
     total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    for task in tasks:
         try:
             total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
         except (FileNotFoundError, ProcessLookupError):
-            pass
+            continue
+        total += sum(cpu_ns(int(child)) for child in children)
     return total
 
 
 def wait_quiet(pid: int, quiet_s: float = 0.002, limit_s: float = 0.2) -> None:
-    """Returns once `pid` has used no CPU for `quiet_s` (at most `limit_s`): work a server does
-    after it has answered is not charged to whichever contender comes next."""
+    """Returns once `pid` and its descendants have used no CPU for `quiet_s` (at most `limit_s`):
+    work a server does after it has answered is not charged to whichever contender comes next."""
     last, since = cpu_ns(pid), time.perf_counter()
     end = since + limit_s
     while time.perf_counter() < end:

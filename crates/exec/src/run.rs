@@ -280,8 +280,9 @@ struct Drive {
 }
 
 /// Reads a stream to its end into a shared capped sink (what was read stays
-/// there when the drain is dropped unfinished) and the merged buffer, if any. The buffer's
-/// lock is taken first, so that a snapshot under it sees both alike.
+/// there when the drain is dropped unfinished) and the merged buffer, if
+/// any. The buffer's lock is taken first, so that a snapshot under it sees
+/// both alike.
 async fn drain(mut r: Reader, sink: Arc<Mutex<CappedText>>, merged: Option<(Arc<Shared>, usize)>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -364,7 +365,7 @@ impl Drive {
         let out_sink = Arc::new(Mutex::new(CappedText::new(cap)));
         let err_sink = Arc::new(Mutex::new(CappedText::new(cap)));
         // Polled in this task (no task of their own): at the command's end
-        // its output, its exit and its status line wake one task, not three.
+        // its output and its exit wake one task, not three.
         let out_drain = drain(stdout, out_sink.clone(), merged.clone());
         let err_drain = drain(stderr, err_sink.clone(), merged.clone());
         tokio::pin!(out_drain, err_drain);
@@ -440,8 +441,7 @@ impl Drive {
         // orphans); a status line proves nothing (see the status module).
         sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
         // The supervisor wrote it before exiting: it is buffered.
-        let line = Some(buffered_line(&control));
-        let status = believed(line.as_deref(), exited.flatten());
+        let status = believed(Some(&buffered_line(&control)), exited.flatten());
 
         // Every descendant is dead: the pipes close now, unless a process
         // outside the tree holds them (fd passing); then stop collecting.

@@ -29,7 +29,7 @@ use crate::spawn::{
     ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, tokio_control,
     wait_stopped,
 };
-use crate::status::{Ended, believed, read_line};
+use crate::status::{Ended, believed, buffered_line};
 use crate::supervisor::Supervisor;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
@@ -534,7 +534,11 @@ impl Sessions {
         let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| internal("Could not read the shell's output", e))?;
         let crate::spawn::Spawned { mut child, control, tmp } = spawned;
-        let (ctl_r, ctl_w) = tokio_control(control)?.into_split();
+        // Input goes out through the runtime; the status line is read from
+        // what the exited supervisor left in the channel (as for a command).
+        let status_channel =
+            control.try_clone().map_err(|e| internal("Could not create the control channel", e))?;
+        let (_, ctl_w) = tokio_control(control)?.into_split();
         let shared = Shared::new();
         let stop = CancellationToken::new();
         let session = Arc::new(Session {
@@ -549,31 +553,22 @@ impl Sessions {
         tokio::spawn(async move {
             let supervisor_pid = child.id();
             let mut drain = tokio::spawn(drain_into(reader, shared.clone(), cap));
-            let status_fut = read_line(ctl_r);
-            tokio::pin!(status_fut);
-            let mut line = None;
-            let exit = loop {
-                tokio::select! {
-                    l = &mut status_fut, if line.is_none() => line = Some(l),
-                    r = child.wait() => break r.ok(),
-                    () = stop.cancelled() => {
-                        // End of file on the control channel is enough
-                        // unless the supervisor is stuck handing input to a
-                        // shell that does not read it; SIGTERM (which it
-                        // handles the same way) reaches it either way.
-                        terminate(&child);
-                        wait_stopped(&mut child).await;
-                        break child.try_wait().ok().flatten();
-                    }
+            let exit = tokio::select! {
+                r = child.wait() => r.ok(),
+                () = stop.cancelled() => {
+                    // End of file on the control channel is enough unless
+                    // the supervisor is stuck handing input to a shell that
+                    // does not read it; SIGTERM (which it handles the same
+                    // way) reaches it either way.
+                    terminate(&child);
+                    wait_stopped(&mut child).await;
+                    child.try_wait().ok().flatten()
                 }
             };
             reaped(supervisor_pid);
             // Whatever the supervisor said (see the status module).
             sweep_orphans(exit.is_some_and(|s| s.success())).await;
-            if line.is_none() {
-                line = tokio::time::timeout(DRAIN_GRACE, &mut status_fut).await.ok();
-            }
-            let ended = believed(line.as_deref(), exit);
+            let ended = believed(Some(&buffered_line(&status_channel)), exit);
             if tokio::time::timeout(DRAIN_GRACE, &mut drain).await.is_err() {
                 drain.abort();
             }

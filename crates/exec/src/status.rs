@@ -7,8 +7,6 @@
 //! forges a line and kills its supervisor gets an `INTERNAL_ERROR`, and the
 //! server sweeps its orphans either way.
 
-use tokio::io::{AsyncRead, AsyncReadExt};
-
 /// The end of `bash`: an exit code or a signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ended {
@@ -45,22 +43,6 @@ impl Ended {
             Self::Signal(n) => Some(signal_name(n)),
         }
     }
-}
-
-/// Reads the first status line from the control channel: up to a newline
-/// or end of file, at most 256 bytes.
-pub(crate) async fn read_line(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
-    let mut line = Vec::new();
-    let mut buf = [0u8; MAX_LINE];
-    // The supervisor writes one line and exits: read it in as few calls as
-    // it arrives in.
-    while !complete(&mut line) {
-        match r.read(&mut buf[..MAX_LINE - line.len()]).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => line.extend_from_slice(&buf[..n]),
-        }
-    }
-    line
 }
 
 /// The status line an exited supervisor left in its non-blocking control
@@ -154,16 +136,6 @@ mod tests {
         assert_eq!(signal_name(64), "SIG64");
     }
 
-    #[tokio::test]
-    async fn the_status_line_ends_at_its_newline_end_of_file_or_256_bytes() {
-        use tokio::io::AsyncReadExt;
-        let split = (&b"ex"[..]).chain(&b"it 0\nsignal 9\n"[..]);
-        assert_eq!(read_line(split).await, b"exit 0\n");
-        assert_eq!(read_line(&b"exit 3"[..]).await, b"exit 3");
-        let long = vec![b'x'; 300];
-        assert_eq!(read_line(&long[..]).await.len(), 256);
-    }
-
     #[test]
     fn the_buffered_status_line_is_what_the_supervisor_left() {
         use std::io::Write;
@@ -178,5 +150,10 @@ mod tests {
         theirs.write_all(b"exit").unwrap();
         drop(theirs);
         assert_eq!(buffered_line(&ours), b"exit");
+        // A forged flood is cut at 256 bytes.
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        theirs.write_all(&[b'x'; 300]).unwrap();
+        assert_eq!(buffered_line(&ours).len(), 256);
     }
 }

@@ -83,15 +83,6 @@ pub struct Listing {
     pub omitted: u64,
 }
 
-/// `stat` of the entry itself (a symlink is reported as `symlink`, with its
-/// own mtime).
-///
-/// # Errors
-/// The resolver's errors.
-pub fn stat_entry(root: &Root, loc: &Location<'_>) -> Result<EntryInfo, FsError> {
-    root.inspect(loc).map(|meta| EntryInfo::from_meta(&meta))
-}
-
 /// Lists `loc`: the visible entries whose names sort after `page.after`,
 /// skipping `page.offset` of them, at most `page.limit`, in name order.
 ///

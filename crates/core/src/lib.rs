@@ -36,4 +36,4 @@ pub use policy::Policy;
 pub use render::ToText;
 pub use reported::Reported;
 pub use resolve::{ResolveMode, SymlinkRule};
-pub use root::{Location, Name, ParentDir, Root, RootError, RootOptions, WalkRoot};
+pub use root::{Entry, Location, Name, ParentDir, Root, RootError, RootOptions, WalkRoot};

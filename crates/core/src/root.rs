@@ -23,7 +23,8 @@
 //!   root and its type checked again on that handle: nothing blocks or
 //!   escapes, but a FIFO swapped in between the two opens is opened.)
 //! - The API hands out no raw directory descriptor and no raw `stat`:
-//!   callers get [`Meta`], a [`File`] opened for reading, a [`WalkRoot`]
+//!   callers get [`Meta`], an [`Entry`] (metadata, and the file read
+//!   through its handle on request), a [`File`] opened for reading, a [`WalkRoot`]
 //!   path for walkers and command workdirs, and — the one seam for a write crate —
 //!   [`Root::open_parent`], whose parent is resolved without following any
 //!   link whatever the rule (SPEC §3: writes never follow a symlink).
@@ -227,8 +228,18 @@ impl Root {
     /// Resolution errors (`PATH_NOT_FOUND`, `SYMLINK_NOT_ALLOWED` for a link
     /// that is not followed, `ACCESS_DENIED`, …).
     pub fn inspect(&self, loc: &Location<'_>) -> Result<Meta, FsError> {
+        self.lookup(loc).map(|entry| entry.meta)
+    }
+
+    /// [`Self::inspect`], keeping the entry's handle: a regular file found
+    /// this way is then read through it ([`Entry::open_file`]), with no
+    /// second lookup.
+    ///
+    /// # Errors
+    /// As [`Self::inspect`].
+    pub fn lookup<'a>(&self, loc: &'a Location<'a>) -> Result<Entry<'a>, FsError> {
         self.own(loc)?;
-        self.stat(loc, Last::NoFollow)
+        Entry::open(loc, Last::NoFollow)
     }
 
     /// Opens a regular file for reading; returns it with its metadata.
@@ -240,33 +251,7 @@ impl Root {
     /// resolution errors.
     pub fn open_file(&self, loc: &Location<'_>) -> Result<(File, Meta), FsError> {
         self.own(loc)?;
-        let classify = |meta: &Meta| match meta.kind {
-            EntryKind::File => Ok(()),
-            EntryKind::Directory => {
-                Err(FsError::new(ErrorCode::NotAFile, format!("{loc} is a directory, not a file.")))
-            }
-            EntryKind::Symlink => Err(symlink_error(loc)),
-            EntryKind::Special => Err(FsError::new(
-                ErrorCode::UnsupportedFileType,
-                format!("{loc} is a FIFO, socket or device; only regular files can be read."),
-            )),
-        };
-        let handle = self.open_beneath(loc, path_flags(), self.reads())?;
-        classify(&fstat(&handle, loc)?)?;
-        let fd = if self.procfs {
-            reopen_for_reading(&handle).map_err(|e| errno_error(e, loc))?
-        } else {
-            // No usable procfs: a second lookup, checked again below.
-            let flags = OFlags::RDONLY
-                | OFlags::NONBLOCK
-                | OFlags::NOCTTY
-                | OFlags::NOFOLLOW
-                | OFlags::CLOEXEC;
-            self.open_beneath(loc, flags, self.reads())?
-        };
-        let meta = fstat(&fd, loc)?;
-        classify(&meta)?;
-        Ok((File::from(fd), meta))
+        Entry::open(loc, self.reads())?.open_file()
     }
 
     /// Opens a directory for listing (crate-private: the descriptor never
@@ -285,7 +270,7 @@ impl Root {
                 // Either the entry itself or a parent component is not a
                 // directory; a look at the entry (as this rule reads it)
                 // tells which.
-                match self.stat(loc, self.reads())?.kind {
+                match Entry::open(loc, self.reads())?.meta.kind {
                     EntryKind::Symlink => Err(symlink_error(loc)),
                     EntryKind::Directory => Err(errno_error(e, loc)),
                     _ => Err(FsError::new(
@@ -397,9 +382,65 @@ impl Root {
     ) -> Result<OwnedFd, FsError> {
         self.beneath().open(&loc.path, flags, last).map_err(|f| failure_error(f, loc))
     }
+}
 
-    fn stat(&self, loc: &Location<'_>, last: Last) -> Result<Meta, FsError> {
-        fstat(&self.open_beneath(loc, path_flags(), last)?, loc)
+/// An entry looked up once: its metadata and its `O_PATH` handle, which
+/// [`Entry::open_file`] re-opens for reading (see the module docs).
+#[derive(Debug)]
+pub struct Entry<'a> {
+    loc: &'a Location<'a>,
+    handle: OwnedFd,
+    meta: Meta,
+    last: Last,
+}
+
+impl<'a> Entry<'a> {
+    /// `loc`, opened `O_PATH` beneath its (already owned) root.
+    fn open(loc: &'a Location<'a>, last: Last) -> Result<Self, FsError> {
+        let handle = loc.root.open_beneath(loc, path_flags(), last)?;
+        let meta = fstat(&handle, loc)?;
+        Ok(Self { loc, handle, meta, last })
+    }
+
+    /// The entry's metadata (of the link itself when it was not followed).
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Opens the entry for reading; returns it with its metadata.
+    ///
+    /// # Errors
+    /// `NOT_A_FILE` (directories), `UNSUPPORTED_FILE_TYPE` (FIFO, socket,
+    /// device: never opened for reading), `SYMLINK_NOT_ALLOWED`, and the
+    /// resolution errors of the second lookup where there is no procfs.
+    pub fn open_file(self) -> Result<(File, Meta), FsError> {
+        let loc = self.loc;
+        let classify = |meta: &Meta| match meta.kind {
+            EntryKind::File => Ok(()),
+            EntryKind::Directory => {
+                Err(FsError::new(ErrorCode::NotAFile, format!("{loc} is a directory, not a file.")))
+            }
+            EntryKind::Symlink => Err(symlink_error(loc)),
+            EntryKind::Special => Err(FsError::new(
+                ErrorCode::UnsupportedFileType,
+                format!("{loc} is a FIFO, socket or device; only regular files can be read."),
+            )),
+        };
+        classify(&self.meta)?;
+        let fd = if loc.root.procfs {
+            reopen_for_reading(&self.handle).map_err(|e| errno_error(e, loc))?
+        } else {
+            // No usable procfs: a second lookup, checked again below.
+            let flags = OFlags::RDONLY
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC;
+            loc.root.open_beneath(loc, flags, self.last)?
+        };
+        let meta = fstat(&fd, loc)?;
+        classify(&meta)?;
+        Ok((File::from(fd), meta))
     }
 }
 

@@ -4,7 +4,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use serverfs_core::entries::{MAX_LIST_OFFSET, PageRequest, list_directory, stat_entry};
+use serverfs_core::entries::{EntryInfo, MAX_LIST_OFFSET, PageRequest, list_directory};
 use serverfs_core::{Deadline, EntryKind, ErrorCode, ResolveMode, Root, SymlinkRule};
 
 mod support;
@@ -137,6 +137,6 @@ fn types_sizes_and_paths() {
     assert!(
         l.entries.iter().all(|e| e.info.modified_at.as_deref().is_some_and(|t| t.ends_with('Z')))
     );
-    let info = stat_entry(&sb, &sb.locate("d/f.txt").unwrap()).unwrap();
+    let info = EntryInfo::from_meta(&sb.inspect(&sb.locate("d/f.txt").unwrap()).unwrap());
     assert_eq!((info.kind, info.size), (EntryKind::File, Some(5)));
 }

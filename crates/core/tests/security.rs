@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serverfs_core::entries::{PageRequest, list_directory, stat_entry};
+use serverfs_core::entries::{PageRequest, list_directory};
 use serverfs_core::text::{FIRST_LINE, read_page};
 use serverfs_core::{
     Deadline, EntryKind, ErrorCode, FsError, Policy, ResolveMode, Root, RootOptions, SymlinkRule,
@@ -119,7 +119,7 @@ impl Fixture {
     }
     fn stat(&self, path: &str) -> Result<EntryKind, FsError> {
         let loc = self.root.locate(path)?;
-        stat_entry(&self.root, &loc).map(|i| i.kind)
+        self.root.inspect(&loc).map(|meta| meta.kind)
     }
     fn list(&self, path: &str) -> Result<Vec<String>, FsError> {
         let loc = self.root.locate(path)?;

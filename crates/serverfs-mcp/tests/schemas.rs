@@ -320,9 +320,19 @@ async fn resource_text_without_a_known_type_is_plain_text() {
     std::fs::write(fx.root().join("BLOB"), b"ab\0cd").unwrap();
     std::fs::write(fx.root().join("LATIN1"), b"caf\xe9\n").unwrap();
     std::fs::write(fx.root().join("EMPTY"), b"").unwrap();
+    // Only the first 8 KiB are looked at: a NUL after them, or a character
+    // cut by their end, leaves the file text.
+    let mut long = vec![b'a'; 8192];
+    long.push(0);
+    std::fs::write(fx.root().join("LONG"), &long).unwrap();
+    let mut cut = vec![b'a'; 8191];
+    cut.extend_from_slice("é\n".as_bytes());
+    std::fs::write(fx.root().join("CUT"), &cut).unwrap();
     for (path, mime) in [
         ("NOTES", "text/plain; charset=utf-8"),
         ("EMPTY", "text/plain; charset=utf-8"),
+        ("LONG", "text/plain; charset=utf-8"),
+        ("CUT", "text/plain; charset=utf-8"),
         ("BLOB", "application/octet-stream"),
         ("LATIN1", "application/octet-stream"),
         ("README.md", "text/markdown"),

@@ -6,9 +6,9 @@
 
 use std::num::NonZeroI64;
 
-use serverfs_core::entries::{self, PageRequest, guess_mime};
+use serverfs_core::entries::{self, EntryInfo, PageRequest, guess_mime};
 use serverfs_core::text;
-use serverfs_core::{Deadline, EntryKind, FsError, Location, Root};
+use serverfs_core::{Deadline, Entry, EntryKind, FsError, Location, Root};
 
 use crate::limits::Limits;
 use crate::runner::Reported;
@@ -123,14 +123,15 @@ impl ReadTools {
     /// stat_file of `loc`. A file whose name says nothing of its type is
     /// `text/plain` when its head is UTF-8 text (as resources/read says).
     pub fn stat_file(&self, root: &Root, loc: &Location<'_>) -> Result<StatFileResult, FsError> {
-        let info = entries::stat_entry(root, loc)?;
+        let entry = root.lookup(loc)?;
+        let info = EntryInfo::from_meta(entry.meta());
         let mime_type = match (info.kind, loc.path().file_name()) {
-            (EntryKind::File, Some(name)) => match guess_mime(name) {
-                unknown if unknown == entries::UNKNOWN_MIME && starts_as_text(root, loc) => {
-                    Some(TEXT_MIME.to_owned())
-                }
-                mime => Some(mime),
-            },
+            (EntryKind::File, Some(name)) => {
+                let mime = guess_mime(name);
+                // The head is read through the handle just looked up.
+                let text = mime == entries::UNKNOWN_MIME && starts_as_text(entry);
+                Some(if text { TEXT_MIME.to_owned() } else { mime })
+            }
             _ => None,
         };
         Ok(StatFileResult { path: loc.path().as_relative(), meta: info.into(), mime_type })
@@ -214,11 +215,14 @@ impl ReadTools {
 /// Whether the file's first [`text::BINARY_SAMPLE_BYTES`] are UTF-8 text
 /// without NUL (a character cut by the sample's end is fine); false when
 /// it cannot be read.
-fn starts_as_text(root: &Root, loc: &Location<'_>) -> bool {
+fn starts_as_text(entry: Entry<'_>) -> bool {
     use std::io::Read;
-    let Ok((file, _)) = root.open_file(loc) else { return false };
+    let Ok((file, meta)) = entry.open_file() else { return false };
+    // At most the size just seen: a file shorter than the sample is read in
+    // one call, with no second read to find its end.
+    let sample = meta.size.min(text::BINARY_SAMPLE_BYTES as u64);
     let mut head = Vec::with_capacity(text::BINARY_SAMPLE_BYTES);
-    if file.take(text::BINARY_SAMPLE_BYTES as u64).read_to_end(&mut head).is_err() {
+    if file.take(sample).read_to_end(&mut head).is_err() {
         return false;
     }
     !head.contains(&0)

@@ -258,6 +258,29 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_healthy(base: str) -> None:
+    """Returns once GET base/healthz answers (or after about 5 s)."""
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def post_lua(body: str, headers: dict[str, str]) -> str:
+    """A wrk script that POSTs body with headers."""
+    return (f"wrk.method = \"POST\"\nwrk.body = {json.dumps(body)}\n"
+            + "".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n" for k, v in headers.items()))
+
+
+def wrk_figures(out: str) -> tuple[float, float]:
+    """Requests/s and the p99 latency in ms from `wrk --latency`'s output."""
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    m = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    return rps, float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+
+
 def cpu_ratio(ours: float, anchor: float) -> str:
     # below 0.5 s in all the server's share is under 50 ticks: too coarse to print
     return f"{ours / anchor:.2f}×" if ours >= 0.5 and anchor > 0 else "—"
@@ -506,9 +529,7 @@ class Runner:
             cmd += ["-s", str(script)]
         start = server_log.stat().st_size if server_log else 0
         out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
-        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        m = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+        rps, p99 = wrk_figures(out)
         bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         errs = re.search(r"Socket errors: (.*)", out)
         self.problems.check(not bad and not errs, f"wrk {url}: {bad.group(0) if bad else ''} {errs.group(0) if errs else ''}")
@@ -542,15 +563,9 @@ class Runner:
         ping_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
         lua, ping_lua = self.out / "stat_file.lua", self.out / "ping.lua"
         for script, text in ((lua, body), (ping_lua, ping_body)):
-            script.write_text(f"wrk.method = \"POST\"\nwrk.body = {json.dumps(text)}\n"
-                              + "".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n" for k, v in headers.items()))
+            script.write_text(post_lua(text, headers))
         try:
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            wait_healthy(base)
             req = urllib.request.Request(f"{base}/mcp", data=body.encode(), headers=headers)
             reply = json.loads(urllib.request.urlopen(req, timeout=10).read())
             self.problems.check(reply["result"]["structuredContent"]["type"] == "file", f"S6: {reply}")

@@ -38,9 +38,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from bench import post_lua, proc_cpu, wait_healthy, wrk_figures  # noqa: E402
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "Mcp-Protocol-Version": "2025-06-18"}
@@ -87,59 +89,46 @@ def main() -> None:
                 [binary, "--workdir", f"w={wd}", "--listen", f"127.0.0.1:{port}"],
                 stdout=subprocess.DEVNULL, stderr=log)))
         for binary, base, _ in servers:
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            wait_healthy(base)
             for name, (body, ok) in calls.items():
                 req = urllib.request.Request(f"{base}/mcp", data=json.dumps(body).encode(), headers=HEADERS)
                 reply = json.loads(urllib.request.urlopen(req, timeout=10).read())
                 if not ok(reply):
                     sys.exit(f"{binary} {name}: unexpected answer {reply} (is the patch applied?)")
         for name, (body, _) in calls.items():
-            (work / f"{name}.lua").write_text(
-                f"wrk.method = \"POST\"\nwrk.body = {json.dumps(json.dumps(body))}\n"
-                + "".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}\n" for k, v in HEADERS.items()))
+            (work / f"{name}.lua").write_text(post_lua(json.dumps(body), HEADERS))
         runs: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
         print(f"load average at the start: {os.getloadavg()[0]:.2f}")
         for _ in range(a.rounds):
             for name in calls:
                 for binary, base, server in servers:
-                    before = server_cpu_s(server.pid)
+                    before = proc_cpu(server.pid)
                     out = subprocess.run(["wrk", "-t2", "-c64", "-d3s", "--latency", "-s", str(work / f"{name}.lua"),
                                           f"{base}/mcp"], capture_output=True, text=True, check=True).stdout
-                    used = server_cpu_s(server.pid) - before
+                    used = proc_cpu(server.pid) - before
                     if "Non-2xx" in out or "Socket errors" in out:
                         sys.exit(f"{binary} {name}: wrk saw errors:\n{out}")
                     count = int(re.search(r"(\d+) requests in", out).group(1))
-                    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-                    m = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-                    p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+                    rps, p99 = wrk_figures(out)
                     runs.setdefault((binary, name), []).append((rps, 1e6 * used / count, p99))
                     print(f"{binary}: {name:14s} {rps:9.0f}/s  server CPU {1e6 * used / count:6.1f} us/call  "
                           f"p99 {p99:.2f} ms", flush=True)
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         for binary, _, _ in servers:
             print(f"\n{binary}: medians of {a.rounds} rounds")
-            ping = statistics.median(r[0] for r in runs.get((binary, "ping"), [(1.0, 0, 0)]))
-            ping_p99 = statistics.median(r[2] for r in runs.get((binary, "ping"), [(0, 0, 0.0)]))
+            pings = runs.get((binary, "ping"))
             for name in calls:
-                rs = runs[(binary, name)]
-                rps, cpu, p99 = (statistics.median(r[i] for r in rs) for i in range(3))
-                print(f"{name:14s} {rps:9.0f}/s  {rps / ping:4.2f} of ping  server CPU {cpu:6.1f} us/call  "
-                      f"p99 {p99:.2f} ms ({p99 - ping_p99:+.2f})")
+                rps, cpu, p99 = (statistics.median(r[i] for r in runs[(binary, name)]) for i in range(3))
+                against = ""
+                if pings:
+                    ping, ping_p99 = statistics.median(r[0] for r in pings), statistics.median(r[2] for r in pings)
+                    against = f"  {rps / ping:4.2f} of ping, p99 {p99 - ping_p99:+.2f} ms"
+                print(f"{name:14s} {rps:9.0f}/s  server CPU {cpu:6.1f} us/call  p99 {p99:.2f} ms{against}")
     finally:
         for _, _, server in servers:
             server.terminate()
             server.wait(timeout=10)
         shutil.rmtree(work)
-
-
-def server_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ use crate::session::{Owner, Sessions, Shared};
 use crate::spawn::{
     ChildEnv, STOP_GRACE, internal, prepare_next, reaped, spawn_run, sweep_orphans, terminate,
 };
-use crate::status::{believed, buffered_line};
+use crate::status::believed;
 use crate::supervisor::Supervisor;
 
 /// Default `timeout_seconds`.
@@ -441,7 +441,7 @@ impl Drive {
         // orphans); a status line proves nothing (see the status module).
         sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
         // The supervisor wrote it before exiting: it is buffered.
-        let status = believed(Some(&buffered_line(&control)), exited.flatten());
+        let status = believed(&control, exited.flatten());
 
         // Every descendant is dead: the pipes close now, unless a process
         // outside the tree holds them (fd passing); then stop collecting.

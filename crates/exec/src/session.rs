@@ -29,7 +29,7 @@ use crate::spawn::{
     ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, tokio_control,
     wait_stopped,
 };
-use crate::status::{Ended, believed, buffered_line};
+use crate::status::{Ended, believed};
 use crate::supervisor::Supervisor;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
@@ -568,7 +568,7 @@ impl Sessions {
             reaped(supervisor_pid);
             // Whatever the supervisor said (see the status module).
             sweep_orphans(exit.is_some_and(|s| s.success())).await;
-            let ended = believed(Some(&buffered_line(&status_channel)), exit);
+            let ended = believed(&status_channel, exit);
             if tokio::time::timeout(DRAIN_GRACE, &mut drain).await.is_err() {
                 drain.abort();
             }

@@ -47,7 +47,7 @@ impl Ended {
 
 /// The status line an exited supervisor left in its non-blocking control
 /// channel: what is there, up to a newline, at most 256 bytes.
-pub(crate) fn buffered_line(control: &std::os::unix::net::UnixStream) -> Vec<u8> {
+fn buffered_line(control: &std::os::unix::net::UnixStream) -> Vec<u8> {
     use std::io::Read;
     let mut line = Vec::new();
     let mut buf = [0u8; MAX_LINE];
@@ -74,13 +74,17 @@ fn complete(line: &mut Vec<u8>) -> bool {
     line.len() >= MAX_LINE
 }
 
-/// The supervisor's status line, believed only when the supervisor itself
-/// exited normally.
+/// The status line the exited supervisor left in `control`, believed only
+/// when the supervisor itself exited normally (otherwise not even read).
 pub(crate) fn believed(
-    line: Option<&[u8]>,
+    control: &std::os::unix::net::UnixStream,
     supervisor: Option<std::process::ExitStatus>,
 ) -> Option<Ended> {
-    if supervisor.is_some_and(|s| s.success()) { line.and_then(Ended::parse) } else { None }
+    if supervisor.is_some_and(|s| s.success()) {
+        Ended::parse(&buffered_line(control))
+    } else {
+        None
+    }
 }
 
 /// `SIGKILL` for 9; `SIG<n>` for a number without a name here.

@@ -279,3 +279,63 @@ pub(crate) fn bounded(
         Err(FsError::invalid(format!("{name}: expected an integer from 1 to {max}; got {v}.")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serverfs_core::{Policy, RootOptions};
+
+    /// A name swapped between a text file and a FIFO while it is stat'ed:
+    /// every answer is one entry's (a file with the text's type, or a
+    /// special file with none), and no call blocks on the FIFO.
+    #[test]
+    fn the_sniff_reads_the_entry_that_was_stat_ed_while_a_fifo_is_swapped_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, fifo) = (dir.path().join("text"), dir.path().join("fifo"));
+        std::fs::write(&text, "plain text\n").unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let root = Root::open(dir.path(), RootOptions::new("t", Policy::new(false, &[]).unwrap()))
+            .unwrap();
+        let tools = ReadTools::new(Limits::default());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, dir) = (stop.clone(), dir.path().to_owned());
+            std::thread::spawn(move || {
+                let name = dir.join("NAMELESS");
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Hard links keep both originals; rename swaps atomically.
+                    for source in ["text", "fifo"] {
+                        let tmp = dir.join(format!("{source}.tmp"));
+                        let _ = std::fs::remove_file(&tmp);
+                        std::fs::hard_link(dir.join(source), &tmp).unwrap();
+                        std::fs::rename(&tmp, &name).unwrap();
+                    }
+                }
+            })
+        };
+        let (mut files, mut specials) = (0, 0);
+        // Until both kinds were seen often (events, not time: a busy
+        // machine only makes it take longer).
+        while files < 200 || specials < 200 {
+            let Ok(loc) = root.locate("NAMELESS") else { continue };
+            match tools.stat_file(&root, &loc) {
+                Ok(r) if r.meta.kind == EntryKind::File => {
+                    assert_eq!(
+                        r.mime_type.as_deref(),
+                        Some(TEXT_MIME),
+                        "a file's type from another entry"
+                    );
+                    files += 1;
+                }
+                Ok(r) => {
+                    assert_eq!((r.meta.kind, r.mime_type), (EntryKind::Special, None));
+                    specials += 1;
+                }
+                Err(e) => assert_eq!(e.code(), serverfs_core::ErrorCode::PathNotFound, "{e}"),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+    }
+}

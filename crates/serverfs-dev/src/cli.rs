@@ -7,7 +7,9 @@
 //! anything is served; a bad value is one line naming the setting and exit
 //! 2. serverfs-dev never listens beyond loopback without authentication
 //! (a bearer token and/or Cloudflare Access),
-//! and its state directory (the patch journal) is never inside the root.
+//! and its state directory (the patch journal) and roots directory (each
+//! root's commit lock) are never below a path its commands can reach (see
+//! [`Config::out_of_reach`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,7 +51,7 @@ pub(crate) struct Cli {
     #[arg(long)]
     pub(crate) stdio: bool,
 
-    /// Where the patch journal lives (never inside the root). Default:
+    /// Where the patch journal lives: never inside the root, /tmp or any path commands may write (or, with --command-readable, read). Default:
     /// $XDG_STATE_HOME/serverfs-dev, else ~/.local/state/serverfs-dev.
     #[arg(long, env = "SERVERFS_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -85,6 +87,10 @@ pub(crate) struct Cli {
 pub(crate) struct Config {
     pub(crate) root: PathBuf,
     pub(crate) state_dir: PathBuf,
+    /// Where every server of one root meets whatever its state dir (the
+    /// root's commit lock, the list of its journal dirs): `roots/` in the
+    /// default state dir, whatever `--state-dir` says.
+    pub(crate) roots_dir: PathBuf,
     pub(crate) policy: Policy,
     pub(crate) limits: Limits,
     pub(crate) max_file_bytes: u64,
@@ -121,12 +127,17 @@ impl Cli {
         if !self.stdio {
             serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
         }
-        let state_dir = match &self.state_dir {
-            Some(dir) => dir.clone(),
-            None => serverfs_write::default_state_dir("serverfs-dev", env).ok_or(
-                "SERVERFS_STATE_DIR (--state-dir) is not set and neither XDG_STATE_HOME nor HOME is",
-            )?,
+        let default_state_dir = serverfs_write::default_state_dir("serverfs-dev", env);
+        let state_dir = match (&self.state_dir, &default_state_dir) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => dir.clone(),
+            (None, None) => {
+                return Err("SERVERFS_STATE_DIR (--state-dir) is not set and neither XDG_STATE_HOME nor HOME is".to_owned());
+            }
         };
+        let roots_dir = default_state_dir.map(|d| d.join("roots")).ok_or(
+            "neither XDG_STATE_HOME nor HOME is set: serverfs-dev needs one to find the other servers of its root",
+        )?;
         if !state_dir.is_absolute() {
             return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
         }
@@ -134,6 +145,7 @@ impl Cli {
         Ok(Config {
             root: self.root.clone(),
             state_dir,
+            roots_dir,
             policy,
             limits,
             max_file_bytes: self.max_file_bytes,
@@ -143,6 +155,31 @@ impl Cli {
             auth,
             links: self.links.config()?,
         })
+    }
+}
+
+impl Config {
+    /// The paths the state and roots dirs must not be below: what commands
+    /// may write (the root, `/tmp`, `/dev/shm`, the parent of their
+    /// private `TMPDIR`s, `--command-writable` paths) and, when reads are
+    /// narrowed, what they may read (`--command-readable` paths).
+    pub(crate) fn out_of_reach(&self) -> Vec<serverfs_write::Reach> {
+        use serverfs_write::Reach;
+        let mut reach = vec![
+            Reach::new(&self.root, "the project root"),
+            Reach::new("/tmp", "/tmp"),
+            Reach::new("/dev/shm", "/dev/shm"),
+            Reach::new(std::env::temp_dir(), "the commands' TMPDIR parent ($TMPDIR)"),
+        ];
+        if let Some(sandbox) = &self.commands.sandbox {
+            for p in &sandbox.writable {
+                reach.push(Reach::new(p, "a --command-writable path (SERVERFS_COMMAND_WRITABLE)"));
+            }
+            for p in sandbox.readable.iter().flatten() {
+                reach.push(Reach::new(p, "a --command-readable path (SERVERFS_COMMAND_READABLE)"));
+            }
+        }
+        reach
     }
 }
 
@@ -182,6 +219,10 @@ mod tests {
         let c = config(&[], &[("HOME", "/home/u"), ("XDG_STATE_HOME", "rel")]).unwrap();
         assert_eq!(c.state_dir, Path::new("/home/u/.local/state/serverfs-dev"));
         assert!(config(&[], &[]).is_err());
+        // Explicit or not, the roots dir is where the default state dir is.
+        let c = config(&["--state-dir", "/elsewhere"], &[("HOME", "/home/u")]).unwrap();
+        assert_eq!(c.roots_dir, Path::new("/home/u/.local/state/serverfs-dev/roots"));
+        assert!(config(&["--state-dir", "/elsewhere"], &[]).unwrap_err().contains("HOME"));
         assert!(config(&["--state-dir", "rel"], &[]).is_err());
     }
 

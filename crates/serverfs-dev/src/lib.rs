@@ -164,9 +164,20 @@ fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
     let root = Root::open(&config.root, options)
         .map_err(|e| format!("SERVERFS_ROOT (--root) {}: {e}", config.root.display()))?;
-    serverfs_write::prepare_state_dir(&config.root, &config.state_dir)?;
-    let writer_config =
-        WriterConfig::new(&config.root, &config.state_dir).max_file_bytes(config.max_file_bytes);
+    let reach = config.out_of_reach();
+    serverfs_write::prepare_state_dir(
+        "SERVERFS_STATE_DIR (--state-dir)",
+        &config.state_dir,
+        &reach,
+    )?;
+    serverfs_write::prepare_state_dir(
+        "XDG_STATE_HOME (else HOME), where each root's commit lock lives,",
+        &config.roots_dir,
+        &reach,
+    )?;
+    let writer_config = WriterConfig::new(&config.root, &config.state_dir)
+        .roots_dir(&config.roots_dir)
+        .max_file_bytes(config.max_file_bytes);
     let (writer, recovery) = Writer::open(Arc::new(root), writer_config)
         .map_err(|e| format!("SERVERFS_STATE_DIR (--state-dir): {e}"))?;
     for settled in &recovery.recovered {

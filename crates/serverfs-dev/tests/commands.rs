@@ -471,7 +471,7 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
     std::fs::copy(common::BIN, &bin).unwrap();
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.arg("--root").arg(p.root()).arg("--state-dir").arg(p.state()).arg("--stdio");
-    cmd.env_remove("SERVERFS_TOKEN").stderr(Stdio::null());
+    cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", p.xdg()).stderr(Stdio::null());
     let client = common::serve(cmd).await;
     let argv = supervisor_argv(&client).await;
     assert!(

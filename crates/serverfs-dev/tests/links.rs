@@ -90,6 +90,7 @@ fn leftovers(p: &Project) -> Vec<String> {
     }
     let mut out = Vec::new();
     walk(p.dir.path(), &mut out);
+    walk(p.private.path(), &mut out);
     out
 }
 

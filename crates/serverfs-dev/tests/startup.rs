@@ -35,6 +35,7 @@ fn a_root_that_cannot_be_opened_is_named_with_its_setting() {
         .arg("--state-dir")
         .arg(p.state())
         .arg("--stdio")
+        .env("XDG_STATE_HOME", p.xdg())
         .stdin(Stdio::null())
         .output()
         .unwrap();

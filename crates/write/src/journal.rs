@@ -16,7 +16,8 @@
 //!   the root directory, hex), so a writer lists only its own root's
 //!   journals and never touches another root's, even their temporaries.
 //! - It records everything recovery needs and nothing it has to guess:
-//!   the root identity, the owning writer, each change's relative path,
+//!   the root identity, the writer running it (see [`crate::owner`]),
+//!   each change's relative path,
 //!   operation, temporary
 //!   and backup names, the directories the transaction creates, and (from
 //!   `prepared` on) the inode of each temporary file.
@@ -28,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serverfs_core::{ErrorCode, FsError};
+
+use crate::owner::WriterId;
 
 /// Format version; a journal of another version is left alone.
 pub(crate) const VERSION: u32 = 1;
@@ -103,12 +106,12 @@ pub(crate) struct Journal {
     pub(crate) version: u32,
     pub(crate) txid: String,
     pub(crate) root: RootId,
-    /// The writer (process) running the transaction: its journal is
-    /// recovered only once that writer's owner lock is free. `None`: no
-    /// live owner (a journal disowned after a failed rollback, or one of a
-    /// version that did not record it).
+    /// The writer running the transaction: its journal is recovered only
+    /// once that writer is dead (see [`crate::owner`]). `None`: no live
+    /// writer (a journal disowned after a failed rollback, or one of an
+    /// older version, whose `owner` token is ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) owner: Option<String>,
+    pub(crate) writer: Option<WriterId>,
     pub(crate) state: State,
     /// Directories this transaction creates, parents first (relative
     /// paths).
@@ -135,7 +138,8 @@ pub(crate) struct JournalDir {
 }
 
 impl JournalDir {
-    /// Creates `<state_dir>/journal` (mode 0700) if needed.
+    /// Creates `<state_dir>/journal` (mode 0700) if needed; its path is
+    /// kept canonical (it names the directory to other writers).
     pub(crate) fn open(state_dir: &Path) -> Result<Self, FsError> {
         let dir = state_dir.join("journal");
         fs::DirBuilder::new()
@@ -143,7 +147,13 @@ impl JournalDir {
             .mode(0o700)
             .create(&dir)
             .map_err(|e| state_error(&e, "cannot be created"))?;
+        let dir = dir.canonicalize().map_err(|e| state_error(&e, "cannot be resolved"))?;
         Ok(Self { dir })
+    }
+
+    /// The journal directory of another state dir, as registered.
+    pub(crate) fn at(dir: PathBuf) -> Self {
+        Self { dir }
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -30,10 +30,16 @@
 //!   ([`TEMP_PREFIX`], [`BACKUP_PREFIX`]) and never remain after a commit
 //!   or a rollback.
 //! - Mutations of one path are serialised; each re-verifies under its lock.
-//!   Any number of writers (processes) may share a root and state dir: their
-//!   switches are serialised by a commit lock in the state dir, and a dead
-//!   writer's journal is settled by the next transaction of any writer,
-//!   never while its owner lives (see [`Writer`]).
+//!   Any number of writers (processes) may share a root, with the same or
+//!   different state dirs: their switches are serialised by the root's
+//!   commit lock, found from the root's identity in a fixed per-user
+//!   directory ([`WriterConfig::roots_dir`]), and a dead writer's journal,
+//!   in whichever state dir, is settled by the next transaction or start of
+//!   any writer, never while its writer lives — judged by its process, not
+//!   by a lock (see [`Writer`]).
+//! - Out of every command's reach: commands cannot hold the commit lock
+//!   (mode 0200), and [`prepare_state_dir`] refuses a state dir below any
+//!   path commands may write (or, when narrowed, read).
 //!
 //! Errors are the core's [`serverfs_core::FsError`] with its stable codes.
 //!
@@ -44,7 +50,9 @@ mod file_tool;
 mod fsops;
 mod journal;
 mod locks;
+mod owner;
 mod patch;
+mod shared;
 mod state_dir;
 mod tx;
 mod upload;
@@ -56,7 +64,7 @@ pub use file_tool::{ApplyPatchArgs, WriteFileArgs, WriteFileResult, WriteMode};
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
 pub use patch::{FilePlan, HunkMatch, PatchReport};
-pub use state_dir::{default_state_dir, prepare_state_dir};
+pub use state_dir::{Reach, default_state_dir, prepare_state_dir};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
     WriteReport, Writer, WriterConfig,

@@ -1,11 +1,20 @@
-//! Where the writer's journal lives: a state directory of the user, never
-//! inside the root. Checked before it is created, so a refused
-//! configuration leaves nothing behind in the project ([`Writer::open`]
-//! checks again, by device and inode, on the directory it opens).
-//! Errors name the setting (`SERVERFS_STATE_DIR (--state-dir)`).
+//! Where the writer's journal lives: a state directory of the user, out
+//! of every command's reach. Checked before it is created, so a refused
+//! configuration leaves nothing behind ([`Writer::open`] checks again, by
+//! device and inode, that the directory it opens is not inside the root).
+//! Errors name the setting (`SERVERFS_STATE_DIR (--state-dir)`) and never
+//! a host path.
+//!
+//! Guarantees: [`prepare_state_dir`] refuses a directory below any of the
+//! paths it is given (serverfs-dev gives the root, `/tmp`, `/dev/shm`, the
+//! commands' `TMPDIR` parent, every `--command-writable` path and, when
+//! set, every `--command-readable` path). "Below" is decided by device and
+//! inode on every ancestor of the directory's nearest existing ancestor,
+//! so a symbolic link or a bind mount of a refused path is refused too.
 //!
 //! [`Writer::open`]: crate::Writer::open
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// `$XDG_STATE_HOME/<app>`, else `$HOME/.local/state/<app>` (relative
@@ -18,20 +27,80 @@ pub fn default_state_dir(app: &str, env: &dyn Fn(&str) -> Option<String>) -> Opt
         .map(|base| base.join(app))
 }
 
-/// Creates the state directory `dir` (mode 0700) if it is missing — after
-/// checking that it is not inside `root`.
-pub fn prepare_state_dir(root: &Path, dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let inside = "SERVERFS_STATE_DIR (--state-dir) is inside the project root; choose a directory outside it";
-    let root = root.canonicalize().map_err(|e| format!("SERVERFS_ROOT (--root): {}", e.kind()))?;
-    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-    let existing = existing.canonicalize().map_err(|e| {
-        format!("SERVERFS_STATE_DIR (--state-dir): cannot resolve it: {}", e.kind())
-    })?;
-    if existing.starts_with(&root) {
-        return Err(inside.to_owned());
+/// A path commands may reach, and how an error names it (`"/tmp"`, `"the
+/// project root"`).
+#[derive(Clone, Debug)]
+pub struct Reach {
+    pub path: PathBuf,
+    pub named: String,
+}
+
+impl Reach {
+    pub fn new(path: impl Into<PathBuf>, named: impl Into<String>) -> Self {
+        Self { path: path.into(), named: named.into() }
     }
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
-        format!("SERVERFS_STATE_DIR (--state-dir): cannot create the state directory: {}", e.kind())
-    })
+}
+
+/// Creates the directory `dir` (mode 0700, with missing parents) if it is
+/// missing — after checking that it is below none of `reach`. `setting`
+/// names where `dir` came from in the error (`SERVERFS_STATE_DIR
+/// (--state-dir)`). A path of `reach` that does not exist is skipped.
+pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+    let existing = existing
+        .canonicalize()
+        .map_err(|e| format!("{setting}: cannot resolve it: {}", e.kind()))?;
+    if let Some(named) = below(&existing, reach)? {
+        return Err(format!(
+            "{setting} is below {named}, which commands can reach; choose a directory outside it"
+        ));
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{setting}: cannot create the state directory: {}", e.kind()))
+}
+
+/// The first of `reach` that `dir` (canonical, existing) is at or below.
+fn below<'r>(dir: &Path, reach: &'r [Reach]) -> Result<Option<&'r str>, String> {
+    let ids: Vec<((u64, u64), &str)> = reach
+        .iter()
+        .filter_map(|r| std::fs::metadata(&r.path).ok().map(|m| ((m.dev(), m.ino()), &*r.named)))
+        .collect();
+    for ancestor in dir.ancestors() {
+        let meta =
+            std::fs::metadata(ancestor).map_err(|e| format!("cannot resolve: {}", e.kind()))?;
+        if let Some((_, named)) = ids.iter().find(|(id, _)| *id == (meta.dev(), meta.ino())) {
+            return Ok(Some(named));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Below a refused path, through a symbolic link to it, or at it:
+    /// refused, naming it, creating nothing; beside it: created.
+    #[test]
+    fn a_state_dir_a_command_can_reach_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reached = tmp.path().join("writable");
+        std::fs::create_dir(&reached).unwrap();
+        std::os::unix::fs::symlink(&reached, tmp.path().join("link")).unwrap();
+        let reach = [Reach::new(&reached, "a --command-writable path")];
+        for dir in ["writable/state/x", "link/state", "writable"] {
+            let err = prepare_state_dir("S (--s)", &tmp.path().join(dir), &reach).unwrap_err();
+            assert!(err.starts_with("S (--s) is below a --command-writable path"), "{err}");
+            assert!(!err.contains(&*tmp.path().to_string_lossy()), "{err}");
+        }
+        assert!(!reached.join("state").exists());
+        prepare_state_dir("S", &tmp.path().join("state/deep"), &reach).unwrap();
+        assert!(tmp.path().join("state/deep").is_dir());
+        // A missing path of `reach` is no reason to refuse.
+        prepare_state_dir("S", &tmp.path().join("s2"), &[Reach::new("/no/such", "x")]).unwrap();
+    }
 }

@@ -24,17 +24,17 @@
 //!   after the other (see [`crate::locks`]) and each re-verifies under its
 //!   locks: of two replacements expecting the same bytes, one wins and the
 //!   other gets `PATCH_CONFLICT`.
-//! - **Any number of writers on one root.** Writers in other processes
-//!   (same root, same state dir) are serialised with this one by an
-//!   exclusive `flock` on `<key>.commit.lock` in the journal dir, held from
-//!   the re-verification to the end of each switch (never while a patch is
-//!   planned or an upload streams). Each writer holds its own owner lock
-//!   (`<key>.owner.<token>`) for its whole life and stamps its journals
-//!   with the token; under the commit lock, every transaction first
-//!   settles the journals whose owner lock is free (the writer died),
-//!   never one whose owner lives. Owner files are created and removed
-//!   only under the commit lock, so a live owner is never mistaken for a
-//!   dead one.
+//! - **Any number of writers on one root, whatever their state dirs.**
+//!   Writers in other processes are serialised with this one by the
+//!   root's commit lock (see [`crate::shared`]: found from the root's
+//!   identity, not from the state dir, and out of every command's reach),
+//!   held from the re-verification to the end of each switch (never while
+//!   a patch is planned or an upload streams). Each writer stamps its
+//!   journals with its identity (see [`crate::owner`]); under the commit
+//!   lock, every transaction first settles the journals of this root whose
+//!   writer is dead, in every state dir that has served the root, never
+//!   one whose writer lives. No lock decides whether a writer lives, so
+//!   nothing a command holds keeps a torn transaction unsettled.
 //! - **No poisoned writer.** A rollback that fails is disowned (its
 //!   journal loses its owner) and settled by the next transaction of any
 //!   writer, like a crash; one that cannot be settled (e.g. a parent
@@ -43,20 +43,21 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rustix::fs::FlockOperation;
 use serverfs_core::{ErrorCode, FsError, Location, Name, ParentDir, Root};
 use sha2::{Digest, Sha256};
 
 use crate::fsops::{self, Entry, Kind};
 use crate::journal::{self, Journal, JournalChange, JournalDir, Op, RootId, State};
 use crate::locks::LockTable;
+use crate::owner::{self, Liveness, Registered, WriterId};
+use crate::shared::SharedDir;
 
 /// Default cap on the size of a file that is replaced or deleted (its
 /// current bytes are read to be re-verified): 256 KiB, SPEC §3.
@@ -146,6 +147,7 @@ pub enum Outcome {
 pub struct WriterConfig {
     root_path: PathBuf,
     state_dir: PathBuf,
+    roots_dir: Option<PathBuf>,
     max_file_bytes: u64,
 }
 
@@ -158,8 +160,20 @@ impl WriterConfig {
         Self {
             root_path: root_path.into(),
             state_dir: state_dir.into(),
+            roots_dir: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         }
+    }
+
+    /// Where the writers of one root meet whatever their state dirs (the
+    /// root's commit lock and the list of its journal dirs, see
+    /// [`crate::shared`]): a fixed per-user directory, the same for every
+    /// process. Default: `<state_dir>/roots`, which coordinates only the
+    /// writers that share the state dir.
+    #[must_use]
+    pub fn roots_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.roots_dir = Some(dir.into());
+        self
     }
 
     /// Cap on a replaced or deleted file's current size, and on a patched
@@ -178,19 +192,13 @@ pub struct Writer {
     pub(crate) root: Arc<Root>,
     pub(crate) id: RootId,
     pub(crate) journals: JournalDir,
+    /// The root's commit lock and its other journal dirs.
+    shared: SharedDir,
     pub(crate) locks: LockTable,
     pub(crate) max_file_bytes: u64,
     next_txid: AtomicU64,
-    /// This writer's owner lock, held while it lives.
-    owner: Owner,
-}
-
-/// A writer's identity in the journal dir: `flock` held on
-/// `<key>.owner.<token>` for the writer's life.
-#[derive(Debug)]
-struct Owner {
-    token: String,
-    _file: File,
+    /// This writer's identity, alive while it is.
+    owner: Registered,
 }
 
 /// A change normalised: what must be there, and what to put there.
@@ -335,10 +343,10 @@ impl Writer {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` if the state dir is inside the root;
-    /// `INTERNAL_ERROR` if the state dir cannot be used, another writer
-    /// holds this root's journal lock, or an interrupted transaction could
-    /// not be settled (its journal is kept; the tree must be checked
-    /// before serving writes).
+    /// `INTERNAL_ERROR` if the state dir or the roots dir cannot be used,
+    /// or an interrupted transaction's journal cannot be read (it is kept;
+    /// the tree must be checked before serving writes). Blocks while
+    /// another writer of the root commits.
     pub fn open(root: Arc<Root>, config: WriterConfig) -> Result<(Self, RecoveryReport), FsError> {
         Self::open_with(root, config, &mut Faults::none()).map_err(Stop::into_error)
     }
@@ -351,13 +359,17 @@ impl Writer {
         let id = root_id(&root, &config.root_path)?;
         let journals = JournalDir::open(&config.state_dir)?;
         refuse_state_dir_inside(journals.path(), &id)?;
-        // Owner files appear and go only under the commit lock.
-        let commit_lock = lock_commits(&journals, &id)?;
-        let owner = new_owner(&journals, &id)?;
+        let roots = config.roots_dir.unwrap_or_else(|| config.state_dir.join("roots"));
+        let shared = SharedDir::open(&roots, &id)?;
+        refuse_state_dir_inside(shared.path(), &id)?;
+        let commit_lock = shared.lock_commits()?;
+        shared.register(&journals)?;
+        let owner = Registered::new()?;
         let writer = Self {
             root,
             id,
             journals,
+            shared,
             locks: LockTable::default(),
             max_file_bytes: config.max_file_bytes,
             next_txid: AtomicU64::new(0),
@@ -368,9 +380,9 @@ impl Writer {
         Ok((writer, report))
     }
 
-    /// This writer's owner token, stamped on its journals.
-    pub(crate) fn owner_token(&self) -> &str {
-        &self.owner.token
+    /// This writer's identity, stamped on its journals.
+    pub(crate) fn writer_id(&self) -> &WriterId {
+        self.owner.id()
     }
 
     /// Takes the commit lock shared by every writer of this root (blocking
@@ -378,7 +390,7 @@ impl Writer {
     /// lock (released when dropped) and the warnings of journals that
     /// could not be settled (kept for later).
     pub(crate) fn exclusive(&self, faults: &mut Faults) -> Result<Exclusive, Stop> {
-        let file = lock_commits(&self.journals, &self.id)?;
+        let file = self.shared.lock_commits()?;
         let report = self.recover(faults, false)?;
         let mut warnings = report.kept;
         warnings.extend(report.recovered.iter().map(|r| {
@@ -477,7 +489,7 @@ impl Writer {
             version: journal::VERSION,
             txid: txid.clone(),
             root: self.id.clone(),
-            owner: Some(self.owner.token.clone()),
+            writer: Some(self.owner.id().clone()),
             state: State::Intent,
             dirs,
             changes: steps
@@ -514,7 +526,7 @@ impl Writer {
                     // settles it like a crash's.
                     Err(Stop::Fail(undo)) => {
                         let mut orphan = journal.clone();
-                        orphan.owner = None;
+                        orphan.writer = None;
                         let _ = self.journals.write(&orphan);
                         Stop::Fail(e.with_detail(format!(
                             "rollback incomplete, journal {txid} kept for the next transaction: \
@@ -847,6 +859,17 @@ impl Writer {
     /// Every step is idempotent and durable (directory fsync) before the
     /// journal goes, so a crash here is finished by the next start.
     pub(crate) fn settle(&self, journal: &Journal, faults: &mut Faults) -> Result<Outcome, Stop> {
+        self.settle_in(&self.journals, journal, faults)
+    }
+
+    /// [`Writer::settle`] of a journal in `journals` (this writer's journal
+    /// dir, or another state dir's).
+    fn settle_in(
+        &self,
+        journals: &JournalDir,
+        journal: &Journal,
+        faults: &mut Faults,
+    ) -> Result<Outcome, Stop> {
         let committed = match (journal.state, journal.changes.as_slice()) {
             (State::Committed, _) => true,
             (State::Intent, [change]) if journal.commits_at_its_switch() => {
@@ -882,7 +905,7 @@ impl Writer {
                 }
             }
         }
-        self.journals.remove(journal)?;
+        journals.remove(journal)?;
         faults.point()?;
         Ok(if committed { Outcome::Completed } else { Outcome::RolledBack })
     }
@@ -917,96 +940,102 @@ impl Writer {
         }
     }
 
-    /// Settles every journal of this root whose owner is dead (its owner
-    /// lock is free, or it has none), then removes dead owners' files.
-    /// Call under the commit lock. `strict` (at open): an unreadable
-    /// journal is an error; otherwise it is a warning in `kept`, as is a
-    /// journal that cannot be settled now.
+    /// Settles every journal of this root whose writer is dead (or has
+    /// none), in this writer's journal dir and in every other journal dir
+    /// that has served the root. Call under the commit lock. `strict` (at
+    /// open): an unreadable journal in this writer's own dir is an error;
+    /// otherwise it is a warning in `kept`, as is a journal that cannot be
+    /// settled now.
     fn recover(&self, faults: &mut Faults, strict: bool) -> Result<RecoveryReport, Stop> {
-        let scan = self.journals.scan(&self.id)?;
-        let mut report = RecoveryReport { foreign: scan.foreign, ..RecoveryReport::default() };
-        for path in scan.ours {
-            let journal = match JournalDir::read(&path) {
-                Ok(journal) => journal,
-                Err(e) if strict => {
-                    return Err(FsError::new(
-                        ErrorCode::InternalError,
-                        "an interrupted transaction's journal cannot be read; check the tree and remove the journal by hand.",
-                    )
-                    .with_detail(format!("{}: {e}", path.display()))
-                    .into());
-                }
+        let (others, skipped) = self.shared.others(&self.journals)?;
+        let mut report = RecoveryReport::default();
+        if strict {
+            report.kept.extend(skipped);
+        }
+        for (n, dir) in std::iter::once(&self.journals).chain(&others).enumerate() {
+            let own = n == 0;
+            let scan = match dir.scan(&self.id) {
+                Ok(scan) => scan,
+                Err(e) if own => return Err(e.into()),
                 Err(e) => {
-                    report.kept.push(format!("unreadable journal {}: {e}", path.display()));
+                    report.kept.push(format!(
+                        "{}: {e} ({})",
+                        dir.path().display(),
+                        e.detail().unwrap_or("")
+                    ));
                     continue;
                 }
             };
-            if journal.version != journal::VERSION
-                || (journal.root.dev, journal.root.ino) != (self.id.dev, self.id.ino)
-            {
-                report.foreign.push(
-                    path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                );
-                continue;
+            if own {
+                report.foreign = scan.foreign;
             }
-            if let Some(token) = &journal.owner
-                && self.owner_alive(token)?
-            {
-                continue;
-            }
-            match self.settle(&journal, faults) {
-                Ok(outcome) => report.recovered.push(Recovered {
-                    txid: journal.txid.clone(),
-                    outcome,
-                    paths: journal.changes.iter().map(|c| c.path.clone()).collect(),
-                }),
-                Err(Stop::Crash) => return Err(Stop::Crash),
-                // Kept for a later transaction or start; never fatal: the
-                // settle steps are idempotent and check inodes, so a later
-                // attempt cannot undo a newer change.
-                Err(Stop::Fail(e)) => report.kept.push(format!(
-                    "interrupted transaction {} could not be settled yet ({e}; {}); its journal is kept",
-                    journal.txid,
-                    e.detail().unwrap_or("")
-                )),
+            for path in scan.ours {
+                self.recover_one(dir, &path, faults, strict && own, &mut report)?;
             }
         }
-        self.remove_dead_owners()?;
         Ok(report)
     }
 
-    /// Whether the writer with this owner token still holds its lock.
-    fn owner_alive(&self, token: &str) -> Result<bool, FsError> {
-        if token == self.owner.token {
-            return Ok(true);
-        }
-        let path = self.journals.path().join(owner_file(&self.id, token));
-        let file = match OpenOptions::new().read(true).open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(journal::state_error(&e, "cannot be read")),
-        };
-        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(false),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(true),
-            Err(e) => Err(journal::state_error(&e.into(), "cannot be locked")),
-        }
-    }
-
-    /// Removes the owner files of dead writers (their journals are settled
-    /// or disowned by then). Under the commit lock.
-    fn remove_dead_owners(&self) -> Result<(), FsError> {
-        let prefix = owner_file(&self.id, "");
-        let entries = std::fs::read_dir(self.journals.path())
-            .map_err(|e| journal::state_error(&e, "cannot be read"))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| journal::state_error(&e, "cannot be read"))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(token) = name.strip_prefix(&prefix)
-                && !self.owner_alive(token)?
-            {
-                let _ = std::fs::remove_file(entry.path());
+    /// Settles the journal at `path` (in `dir`) unless its writer lives.
+    fn recover_one(
+        &self,
+        dir: &JournalDir,
+        path: &Path,
+        faults: &mut Faults,
+        strict: bool,
+        report: &mut RecoveryReport,
+    ) -> Result<(), Stop> {
+        let journal = match JournalDir::read(path) {
+            Ok(journal) => journal,
+            Err(e) if strict => {
+                return Err(FsError::new(
+                    ErrorCode::InternalError,
+                    "an interrupted transaction's journal cannot be read; check the tree and remove the journal by hand.",
+                )
+                .with_detail(format!("{}: {e}", path.display()))
+                .into());
             }
+            Err(e) => {
+                report.kept.push(format!("unreadable journal {}: {e}", path.display()));
+                return Ok(());
+            }
+        };
+        if journal.version != journal::VERSION
+            || (journal.root.dev, journal.root.ino) != (self.id.dev, self.id.ino)
+        {
+            report.foreign.push(
+                path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            );
+            return Ok(());
+        }
+        match journal.writer.as_ref().map(owner::liveness) {
+            Some(Liveness::Alive) => return Ok(()),
+            Some(Liveness::Unknown) => {
+                if strict {
+                    report.kept.push(format!(
+                        "transaction {} belongs to a writer of another pid namespace, which may live; its journal is kept",
+                        journal.txid
+                    ));
+                }
+                return Ok(());
+            }
+            Some(Liveness::Dead) | None => {}
+        }
+        match self.settle_in(dir, &journal, faults) {
+            Ok(outcome) => report.recovered.push(Recovered {
+                txid: journal.txid.clone(),
+                outcome,
+                paths: journal.changes.iter().map(|c| c.path.clone()).collect(),
+            }),
+            Err(Stop::Crash) => return Err(Stop::Crash),
+            // Kept for a later transaction or start; never fatal: the
+            // settle steps are idempotent and check inodes, so a later
+            // attempt cannot undo a newer change.
+            Err(Stop::Fail(e)) => report.kept.push(format!(
+                "interrupted transaction {} could not be settled yet ({e}; {}); its journal is kept",
+                journal.txid,
+                e.detail().unwrap_or("")
+            )),
         }
         Ok(())
     }
@@ -1086,44 +1115,6 @@ pub(crate) struct Exclusive {
     _file: File,
     /// Journals that could not be settled now (kept for later).
     pub(crate) warnings: Vec<String>,
-}
-
-/// Blocks until this root's commit lock is ours. A new open file
-/// description each time, so two threads of one process exclude each
-/// other too.
-fn lock_commits(journals: &JournalDir, id: &RootId) -> Result<File, FsError> {
-    let path = journals.path().join(format!("{}.commit.lock", id.key()));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| journal::state_error(&e, "cannot be locked"))?;
-    rustix::fs::flock(&file, FlockOperation::LockExclusive)
-        .map_err(|e| journal::state_error(&e.into(), "cannot be locked"))?;
-    Ok(file)
-}
-
-/// `<key>.owner.<token>`.
-fn owner_file(id: &RootId, token: &str) -> String {
-    format!("{}.owner.{token}", id.key())
-}
-
-/// Creates and locks this writer's owner file (under the commit lock).
-fn new_owner(journals: &JournalDir, id: &RootId) -> Result<Owner, FsError> {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let token = format!("{:x}-{:x}", std::process::id(), nanos as u64);
-    let path = journals.path().join(owner_file(id, &token));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| journal::state_error(&e, "cannot be written"))?;
-    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive)
-        .map_err(|e| journal::state_error(&e.into(), "cannot be locked"))?;
-    Ok(Owner { token, _file: file })
 }
 
 pub(crate) fn conflict(shown: &str) -> FsError {

@@ -116,7 +116,7 @@ impl Writer {
             version: journal::VERSION,
             txid,
             root: self.id.clone(),
-            owner: Some(self.owner_token().to_owned()),
+            writer: Some(self.writer_id().clone()),
             state: State::Intent,
             dirs,
             changes: vec![JournalChange {

@@ -29,9 +29,17 @@ pub async fn serve(cmd: tokio::process::Command) -> Client {
         .unwrap()
 }
 
-/// `<tmp>/project` (the root), `<tmp>/state`, `<tmp>/outside`.
+/// `<tmp>/project` (the root), `<tmp>/outside`; the state dir and
+/// `XDG_STATE_HOME` (where the root's commit lock lives) in a temp dir of
+/// the target dir, since a state dir below `/tmp` is refused.
 pub struct Project {
     pub dir: tempfile::TempDir,
+    pub private: tempfile::TempDir,
+}
+
+/// A temp dir commands cannot reach: in the target dir, not below `/tmp`.
+pub fn private_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
 impl Project {
@@ -40,7 +48,7 @@ impl Project {
         for d in ["project/src", "project/.git", "outside"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
-        let p = Self { dir };
+        let p = Self { dir, private: private_dir() };
         p.write("src/lib.rs", "fn one() -> u32 {\n    1\n}\n");
         p.write(".gitignore", "target/\n");
         p.write(".git/config", "[core]\n");
@@ -54,7 +62,12 @@ impl Project {
     }
 
     pub fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.private.path().join("state")
+    }
+
+    /// `XDG_STATE_HOME` of every server of this project.
+    pub fn xdg(&self) -> PathBuf {
+        self.private.path().join("xdg")
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -75,7 +88,7 @@ impl Project {
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(BIN);
         cmd.arg("--root").arg(self.root()).arg("--state-dir").arg(self.state());
-        cmd.env_remove("SERVERFS_TOKEN");
+        cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", self.xdg());
         cmd
     }
 
@@ -84,13 +97,22 @@ impl Project {
     /// (with the root and `src/`) is opened up to that user.
     pub fn command_as_nobody(&self) -> tokio::process::Command {
         use std::os::unix::fs::PermissionsExt;
-        for dir in [self.dir.path().to_path_buf(), self.root(), self.root().join("src")] {
+        for dir in [
+            self.dir.path().to_path_buf(),
+            self.private.path().to_path_buf(),
+            self.root(),
+            self.root().join("src"),
+        ] {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
         let server = self.command();
         let mut wrapped = tokio::process::Command::new("setpriv");
         wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        wrapped.arg(server.get_program()).args(server.get_args()).env("HOME", self.dir.path());
+        wrapped
+            .arg(server.get_program())
+            .args(server.get_args())
+            .env("HOME", self.dir.path())
+            .env("XDG_STATE_HOME", self.xdg());
         wrapped
     }
 

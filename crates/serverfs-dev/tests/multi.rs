@@ -3,7 +3,8 @@
 //! own files all succeed; two patching the same lines get one success and
 //! one clear refusal; a process SIGKILLed mid-commit again and again while
 //! another keeps working leaves, once settled, a tree that some serial
-//! order of the committed patches explains.
+//! order of the committed patches explains; and two processes with two
+//! different state dirs on one root never leave a torn tree under kills.
 //!
 //! `SERVERFS_MULTI_KILLS` sets the number of kills (default 10, what CI
 //! runs; longer runs are done by hand).
@@ -275,5 +276,164 @@ fn a_process_killed_mid_commit_while_another_works_leaves_a_serial_outcome() {
     eprintln!(
         "multi-process kill test: {kills} kills of K → {saw_before} before, {saw_after} after; \
          W applied {done} patches meanwhile (full K apply {full:?})"
+    );
+}
+
+/// Whether `tree`'s files all hold the same marks: `(line, who)` for each
+/// `… line N who` line; a torn multi-file patch leaves a mark in some
+/// files only.
+fn marks(tree: &Tree) -> Vec<(usize, String)> {
+    let mut sets = tree.iter().map(|(name, bytes)| {
+        let text = String::from_utf8_lossy(bytes);
+        let set: Vec<(usize, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split(' ').skip(2);
+                let n = words.next()?.parse().ok()?;
+                words.next().map(|who| (n, who.to_owned()))
+            })
+            .collect();
+        (name.clone(), set)
+    });
+    let (first, set) = sets.next().unwrap();
+    for (name, other) in sets {
+        assert_eq!(other, set, "torn: {first} and {name} hold different patches");
+    }
+    set
+}
+
+/// Two servers on one root with two state dirs: K (its own state dir) is
+/// SIGKILLed inside its commit of a patch to six files — once its journal
+/// shows the state aimed at (intent, prepared, committed), after a few
+/// scans of the tree — while W (the project's state dir) commits a patch
+/// to the same six files (other lines), sent once K's commit has begun.
+/// Then W commits once more: that settles whatever K left in K's state dir
+/// (no K restarts in between), and all six files must hold the same
+/// patches — K's wholly or not at all, and W's whenever W reported it
+/// applied.
+#[test]
+fn two_servers_with_two_state_dirs_never_leave_a_torn_tree() {
+    let kills: usize =
+        std::env::var("SERVERFS_MULTI_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    const FILES: usize = 6;
+    let p = Project::new();
+    let k_state = p.private.path().join("state-k");
+    let dir = p.path("pair");
+    for n in 0..FILES {
+        p.write(&format!("pair/f{n}.txt"), &numbered(&format!("f{n}"), 3000));
+    }
+    p.write("w.txt", &numbered("w", 4 * kills + 2));
+    let patch = |who: &str, line: usize| {
+        let mut patch = String::from("*** Begin Patch\n");
+        for n in 0..FILES {
+            patch.push_str(&format!(
+                "*** Update File: pair/f{n}.txt\n@@\n-f{n} line {line}\n+f{n} line {line} {who}\n"
+            ));
+        }
+        patch + "*** End Patch\n"
+    };
+    let k_journals = || -> Vec<String> {
+        std::fs::read_dir(k_state.join("journal")).map_or(Vec::new(), |d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+    };
+    let start_k = || {
+        let mut cmd = p.command_with_state(&k_state);
+        cmd.stderr(std::process::Stdio::null());
+        RawStdio::spawn(cmd)
+    };
+
+    let mut w = RawStdio::start(&p);
+    let (mut inside, mut missed, mut k_after, mut w_applied, mut w_refused) = (0, 0, 0, 0, 0);
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    const STATES: [&str; 3] = ["", "\"prepared\"", "\"committed\""];
+    for i in 1..=kills {
+        let mut k = start_k();
+        k.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "apply_patch", "arguments": {"patch": patch("K", 2 * i)}}}));
+        let aim = STATES[(next() % 3) as usize];
+        let started = Instant::now();
+        // Until the journal shows the aim, or K's patch is wholly there
+        // (the commit ended unseen: a miss, the kill then lands after it).
+        let k_done = || {
+            (0..FILES).all(|n| {
+                std::fs::read_to_string(dir.join(format!("f{n}.txt")))
+                    .is_ok_and(|t| t.contains(&format!(" line {} K\n", 2 * i)))
+            })
+        };
+        loop {
+            let journals = k_journals();
+            if journals.iter().any(|t| t.contains(aim)) {
+                break;
+            }
+            if journals.is_empty() && k_done() {
+                missed += 1;
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "K's commit never began");
+            std::thread::yield_now();
+        }
+        w.send(json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
+            "params": {"name": "apply_patch", "arguments": {"patch": patch("W", 2 * i + 1)}}}));
+        // Scans of the live tree (entries may vanish): only to let the
+        // commit advance between events.
+        for _ in 0..next() % 3 {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                drop(std::fs::read(entry.path()));
+            }
+        }
+        k.child.kill().unwrap();
+        k.child.wait().unwrap();
+        // A lower bound: W's commit may settle K's journal at once.
+        inside += usize::from(!k_journals().is_empty());
+        let w_result = loop {
+            let message = w.next();
+            if message["id"] == 1000 + i {
+                break message["result"].clone();
+            }
+        };
+        // W's next commit settles what K left, in K's state dir.
+        let settle = mark("w.txt", "w", i);
+        assert_eq!(error_code(&apply(&mut w, 5000 + i as u64, &settle)), None);
+        assert!(k_journals().is_empty(), "kill {i}: K's journal was not settled by W");
+        let set = marks(&snapshot(&dir));
+        let k_mark = (2 * i, "K".to_owned());
+        k_after += usize::from(set.contains(&k_mark));
+        match error_code(&w_result) {
+            None => {
+                w_applied += 1;
+                assert!(set.contains(&(2 * i + 1, "W".to_owned())), "kill {i}: W's patch lost");
+            }
+            Some(code) => {
+                w_refused += 1;
+                assert!(
+                    code == "PATCH_CONFLICT" || code == "PATCH_CONTEXT_NOT_FOUND",
+                    "kill {i}: {w_result}"
+                );
+            }
+        }
+        assert!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with(".serverfs-")),
+            "kill {i}: writer leftovers"
+        );
+    }
+    w.finish();
+    eprintln!(
+        "two state dirs: {kills} kills of K, at least {inside} inside its commit (its journal \
+         there at death), {missed} after it ended unseen → K's patch after in {k_after}, \
+         before in {}; W's concurrent patch applied {w_applied}, refused {w_refused}",
+        kills - k_after
     );
 }

@@ -86,16 +86,19 @@ impl Project {
 
     /// The server's command line for this project.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--root").arg(self.root()).arg("--state-dir").arg(self.state());
-        cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", self.xdg());
-        cmd
+        self.command_with_state(&self.state())
     }
 
     /// [`Project::command`] run as `nobody` (uid and gid 65534, no
     /// groups) through `setpriv`, with HOME in the test's directory, which
     /// (with the root and `src/`) is opened up to that user.
     pub fn command_as_nobody(&self) -> tokio::process::Command {
+        tokio::process::Command::from(self.as_nobody(&self.command()))
+    }
+
+    /// `server` (a server command line of this project) as `nobody`, as
+    /// [`Project::command_as_nobody`] (its environment is not carried over).
+    pub fn as_nobody(&self, server: &Command) -> Command {
         use std::os::unix::fs::PermissionsExt;
         for dir in [
             self.dir.path().to_path_buf(),
@@ -105,8 +108,7 @@ impl Project {
         ] {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        let server = self.command();
-        let mut wrapped = tokio::process::Command::new("setpriv");
+        let mut wrapped = Command::new("setpriv");
         wrapped.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
         wrapped
             .arg(server.get_program())
@@ -114,6 +116,15 @@ impl Project {
             .env("HOME", self.dir.path())
             .env("XDG_STATE_HOME", self.xdg());
         wrapped
+    }
+
+    /// The server's command line with another state dir (same root, same
+    /// `XDG_STATE_HOME`).
+    pub fn command_with_state(&self, state: &Path) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--root").arg(self.root()).arg("--state-dir").arg(state);
+        cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", self.xdg());
+        cmd
     }
 
     /// A client of a fresh server over stdio.

@@ -81,9 +81,16 @@ fn setup() -> Setup {
 }
 
 fn open(s: &Setup, faults: &mut Faults) -> Result<(Writer, RecoveryReport), Stop> {
+    open_in(s, &s.state, faults)
+}
+
+/// A writer with its journal in `state`; every writer of a setup meets in
+/// the same roots dir.
+fn open_in(s: &Setup, state: &Path, faults: &mut Faults) -> Result<(Writer, RecoveryReport), Stop> {
     let policy = Policy::new(true, &[]).unwrap();
     let root = Arc::new(Root::open(&s.root_dir, RootOptions::new("w", policy)).unwrap());
-    Writer::open_with(root, WriterConfig::new(&s.root_dir, &s.state), faults)
+    let roots = s.state.parent().unwrap().join("roots");
+    Writer::open_with(root, WriterConfig::new(&s.root_dir, state).roots_dir(roots), faults)
 }
 
 /// Every operation: replace, create with new parents, delete, a move
@@ -421,18 +428,28 @@ fn a_failed_rollback_keeps_the_journal_and_the_next_call_works() {
     assert_eq!(report.kept.len(), 1, "{report:?}");
 }
 
-/// Two writers on one root and state dir (as two processes: each has its
-/// own owner lock): a crashed transaction of a writer that still lives is
-/// never touched by the other; once it is gone, the other's next
-/// transaction settles it; of two replacements expecting the same bytes,
-/// one wins.
+/// Two writers on one root, with one state dir or two (as two processes:
+/// each is alive until dropped): a crashed transaction of a writer that
+/// still lives is never touched by the other; once it is gone, the other's
+/// next transaction settles it (in whichever state dir); of two
+/// replacements expecting the same bytes, one wins.
 #[test]
 fn a_second_writer_recovers_a_dead_writers_journal_never_a_live_ones() {
+    second_writer_recovers(false);
+}
+
+#[test]
+fn a_writer_with_another_state_dir_recovers_a_dead_writers_journal() {
+    second_writer_recovers(true);
+}
+
+fn second_writer_recovers(two_state_dirs: bool) {
     let (_, _, points) = full_run(requests, false);
     let s = setup();
     let before = snapshot(&s.root_dir);
+    let b_state = if two_state_dirs { s.state.with_file_name("state-b") } else { s.state.clone() };
     let (a, _) = open(&s, &mut Faults::none()).unwrap();
-    let (b, _) = open(&s, &mut Faults::none()).unwrap();
+    let (b, _) = open_in(&s, &b_state, &mut Faults::none()).unwrap();
     let create = |path: &str| {
         vec![Change::Create {
             path: path.into(),

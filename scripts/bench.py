@@ -892,7 +892,10 @@ def run_dev(a: argparse.Namespace) -> int:
     calls = a.calls if a.calls else (50 if a.quick else 200)
     dc_entry = None if a.no_dc else ensure_dc()
     tmp = Path(tempfile.mkdtemp(prefix="serverfs-bench-dev-"))
-    root, state, dc_root, git = tmp / "root", tmp / "state", tmp / "dc", tmp / "g"
+    # serverfs-dev refuses a state dir below /tmp (commands can write there).
+    (REPO / "target").mkdir(exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix="serverfs-bench-state-", dir=REPO / "target"))
+    root, dc_root, git = tmp / "root", tmp / "dc", tmp / "g"
     for d in (root / "src", dc_root / "src", git / "src"):
         d.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(git)], check=True)
@@ -1018,6 +1021,7 @@ def run_dev(a: argparse.Namespace) -> int:
     errlog.close()
     dc_log.close()
     shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
     after, load_after = uptime(), loadavg()
     text = (f"serverfs-dev bench: {binary}; Desktop Commander {DC_VERSION if dc else '(not run: --no-dc)'}; "
             f"{os.cpu_count()} cpus; {'quick' if a.quick else 'full'}\n"

@@ -202,7 +202,10 @@ def main() -> int:
     args.mcp = str(Path(args.mcp).resolve())
     args.dev = args.dev and str(Path(args.dev).resolve())
 
-    with tempfile.TemporaryDirectory(prefix="serverfs-codex-") as tmp:
+    # Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
+    base = Path(__file__).resolve().parents[2] / "target"
+    base.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="serverfs-codex-", dir=base) as tmp:
         tmp = Path(tmp)
         work = tmp / "work"
         project = tmp / "project"

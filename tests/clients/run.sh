@@ -22,7 +22,9 @@ echo "clients: $("$codex" --version), Claude Code $("$claude" --version)"
 python3 "$here/codex_app_server.py" --codex "$codex" --mcp "$mcp_bin" --dev "$dev_bin"
 
 # Claude Code: a throw-away HOME holds its user config.
-tmp="$(mktemp -d)"
+# Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
+mkdir -p "$repo/target"
+tmp="$(mktemp -d -p "$repo/target")"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT

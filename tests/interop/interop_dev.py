@@ -146,7 +146,10 @@ def start_http(binary: str, root: Path, state: Path, log) -> tuple[subprocess.Po
 async def main() -> int:
     binary = os.environ.get("SERVERFS_DEV_BIN", str(REPO / "target" / "release" / "serverfs-dev"))
     res = Results()
-    tmp = Path(tempfile.mkdtemp(prefix="serverfs-interop-dev-"))
+    # Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
+    base = Path(__file__).resolve().parents[2] / "target"
+    base.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="serverfs-interop-dev-", dir=base))
     log = open(tmp / "server.log", "ab")
     procs = []
     try:

@@ -893,8 +893,10 @@ def run_dev(a: argparse.Namespace) -> int:
     dc_entry = None if a.no_dc else ensure_dc()
     tmp = Path(tempfile.mkdtemp(prefix="serverfs-bench-dev-"))
     # serverfs-dev refuses a state dir below /tmp (commands can write there).
-    (REPO / "target").mkdir(exist_ok=True)
-    state = Path(tempfile.mkdtemp(prefix="serverfs-bench-state-", dir=REPO / "target"))
+    # (/var/tmp when the checkout itself lives below /tmp.)
+    private = Path("/var/tmp") if (REPO / "target").is_relative_to("/tmp") else REPO / "target"
+    private.mkdir(exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix="serverfs-bench-state-", dir=private))
     root, dc_root, git = tmp / "root", tmp / "dc", tmp / "g"
     for d in (root / "src", dc_root / "src", git / "src"):
         d.mkdir(parents=True)

@@ -203,7 +203,9 @@ def main() -> int:
     args.dev = args.dev and str(Path(args.dev).resolve())
 
     # Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
+    # (/var/tmp when the checkout itself lives below /tmp.)
     base = Path(__file__).resolve().parents[2] / "target"
+    base = Path("/var/tmp") if base.is_relative_to("/tmp") else base
     base.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="serverfs-codex-", dir=base) as tmp:
         tmp = Path(tmp)

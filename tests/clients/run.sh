@@ -23,8 +23,10 @@ python3 "$here/codex_app_server.py" --codex "$codex" --mcp "$mcp_bin" --dev "$de
 
 # Claude Code: a throw-away HOME holds its user config.
 # Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
-mkdir -p "$repo/target"
-tmp="$(mktemp -d -p "$repo/target")"
+# (/var/tmp when the checkout itself lives below /tmp.)
+private="$repo/target"; case "$private" in /tmp/*) private=/var/tmp ;; esac
+mkdir -p "$private"
+tmp="$(mktemp -d -p "$private")"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -147,7 +147,9 @@ async def main() -> int:
     binary = os.environ.get("SERVERFS_DEV_BIN", str(REPO / "target" / "release" / "serverfs-dev"))
     res = Results()
     # Not below /tmp: serverfs-dev refuses a state dir there (commands can write it).
+    # (/var/tmp when the checkout itself lives below /tmp.)
     base = Path(__file__).resolve().parents[2] / "target"
+    base = Path("/var/tmp") if base.is_relative_to("/tmp") else base
     base.mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="serverfs-interop-dev-", dir=base))
     log = open(tmp / "server.log", "ab")

@@ -37,9 +37,10 @@ pub struct Project {
     pub private: tempfile::TempDir,
 }
 
-/// A temp dir commands cannot reach: in the target dir, not below `/tmp`.
+/// A temp dir commands cannot reach: not below `/tmp` (the target dir's,
+/// or another when the checkout itself lives below `/tmp`).
 pub fn private_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"))
 }
 
 impl Project {

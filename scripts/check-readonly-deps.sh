@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The read-only guard (SPEC §1: read-only is what serverfs-mcp is, not a
+# The read-only guard (read-only is what serverfs-mcp is, not a
 # setting). Fails CI unless all of these hold:
 #   1. the local (path) crates in serverfs-mcp's shipped graph — every edge
 #      but dev-only ones, every target — are EXACTLY the allowlist below,

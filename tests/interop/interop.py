@@ -507,7 +507,7 @@ async def run_mode(res: Results, tag: str, make_client, root: Path, modern_expec
 
 
 def check_stdio_eof(binary: str, root: Path, res: Results, errlog) -> None:
-    """SPEC §2.6: when stdin closes, the stdio server exits 0 within a few seconds."""
+    """when stdin closes, the stdio server exits 0 within a few seconds."""
     p = subprocess.Popen(
         [binary, "--stdio", "--workdir", f"{ALIAS}={root}"],
         stdin=subprocess.PIPE,

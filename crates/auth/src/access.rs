@@ -1,4 +1,4 @@
-//! Cloudflare Access application tokens (SPEC §3 "Auth"): the signed JWT
+//! Cloudflare Access application tokens: the signed JWT
 //! Access puts in `Cf-Access-Jwt-Assertion` on every request it forwards.
 //!
 //! Guarantees of [`AccessJwt::verify`]:

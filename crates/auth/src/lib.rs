@@ -1,4 +1,4 @@
-//! Authentication for serverfs-dev's HTTP endpoint (SPEC §3 "Auth"):
+//! Authentication for serverfs-dev's HTTP endpoint:
 //!
 //! - [`AccessJwt`]: verifies Cloudflare Access application tokens
 //!   (`Cf-Access-Jwt-Assertion`; RS256 only; `iss`, `aud`, `exp`/`nbf` with a

@@ -1,4 +1,4 @@
-//! Metadata and directory listings (SPEC §2.3 list_directory, stat_file).
+//! Metadata and directory listings (list_directory, stat_file).
 //!
 //! Guarantees: listings are sorted by name in byte order and paged in one
 //! pass over the directory, holding at most `offset + limit` names (a
@@ -187,7 +187,7 @@ pub fn format_timestamp(unix_seconds: i64) -> Option<String> {
 /// What [`guess_mime`] answers when the name says nothing.
 pub const UNKNOWN_MIME: &str = "application/octet-stream";
 
-/// Best-guess MIME type from a file name (SPEC §2.6 overrides first).
+/// Best-guess MIME type from a file name (configured overrides first).
 pub fn guess_mime(name: &str) -> String {
     let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
     match ext.as_deref() {

@@ -68,7 +68,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// Every code: SPEC §2.3's order, then the ones added since.
+    /// Every code: serverfs-mcp's first, then the ones serverfs-dev added.
     pub const ALL: [ErrorCode; 25] = [
         Self::WorkdirNotFound,
         Self::PathNotFound,

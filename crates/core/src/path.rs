@@ -1,4 +1,4 @@
-//! Client path syntax and lexical normalisation (SPEC §2.2, §2.6 steps 1–2).
+//! Client path syntax and lexical normalisation.
 //!
 //! Guarantee: a [`RelPath`] holds only normal components — no empty, `.`,
 //! `..`, NUL, `/` or `\` — so joining its components beneath a directory
@@ -21,7 +21,7 @@ pub struct RelPath {
 impl RelPath {
     /// Checks syntax, then normalises `.` and `..` lexically.
     ///
-    /// Order (SPEC §2.6): NUL, backslash, drive or UNC forms →
+    /// Order: NUL, backslash, drive or UNC forms →
     /// `INVALID_ARGUMENT`; absolute → `PATH_OUTSIDE_WORKDIR`; `..` above the
     /// root → `PATH_OUTSIDE_WORKDIR`. Messages name the path as
     /// `alias:/raw`.

@@ -1,4 +1,4 @@
-//! The hidden and deny rules (SPEC §2.2, §2.6 step 3): the single definition
+//! The hidden and deny rules: the single definition
 //! used by the resolver, by listings and by the search walk.
 //!
 //! Guarantee: the built-in deny rules cannot be switched off; matching is

@@ -20,8 +20,8 @@
 //!   would keep it beneath the root but skip the policy, so
 //!   `ln -s .env notes.txt` would serve the `.env`.
 //!
-//! `..` in a link target is applied lexically, like `..` in a client path
-//! (SPEC §2.6): a target `sub/other/../x` is `sub/x` even when `other` is
+//! `..` in a link target is applied lexically, like `..` in a client path:
+//! a target `sub/other/../x` is `sub/x` even when `other` is
 //! itself a link (POSIX would climb from wherever `other` leads). That can
 //! name another entry than POSIX would, never one outside the root or one
 //! the policy refuses: every path opened is one the policy accepted.
@@ -65,12 +65,12 @@ impl ResolveMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SymlinkRule {
     /// No link is followed anywhere in a path, even one pointing inside
-    /// the root: `SYMLINK_NOT_ALLOWED` (serverfs-mcp, SPEC §2.2). A link
+    /// the root: `SYMLINK_NOT_ALLOWED` (serverfs-mcp). A link
     /// can still be listed and inspected as itself.
     #[default]
     Never,
     /// Relative links are followed for reads if every hop stays inside the
-    /// root and passes the policy (serverfs-dev, SPEC §3). Absolute targets
+    /// root and passes the policy (serverfs-dev). Absolute targets
     /// are refused, so `/proc` magic links cannot be reached. Writes never
     /// follow a link whatever the rule ([`Root::open_parent`]).
     ///

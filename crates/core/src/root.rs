@@ -6,7 +6,7 @@
 //!
 //! Guarantees:
 //! - A client path is parsed and normalised ([`RelPath`]) and checked
-//!   against the [`Policy`] *before* any lookup (SPEC §2.6 steps 1–3), so a
+//!   against the [`Policy`] *before* any lookup, so a
 //!   denied name is reported as denied whether or not it exists.
 //! - Resolution walks file descriptors from the root handle (see the
 //!   `resolve` module): nothing is canonicalised and re-opened by name, so
@@ -27,7 +27,7 @@
 //!   through its handle on request), a [`File`] opened for reading, a [`WalkRoot`]
 //!   path for walkers and command workdirs, and — the one seam for a write crate —
 //!   [`Root::open_parent`], whose parent is resolved without following any
-//!   link whatever the rule (SPEC §3: writes never follow a symlink).
+//!   link whatever the rule (writes never follow a symlink).
 //! - Every errno is mapped to an [`ErrorCode`] by the workspace's one map
 //!   ([`errno_error`], shared with serverfs-write); messages name paths
 //!   only as `name:/relative`.
@@ -199,8 +199,8 @@ impl Root {
         self.procfs
     }
 
-    /// Parses, normalises and policy-checks a client path (SPEC §2.6 steps
-    /// 1–3). Does not touch the filesystem.
+    /// Parses, normalises and policy-checks a client path.
+    /// Does not touch the filesystem.
     ///
     /// # Errors
     /// `INVALID_ARGUMENT`, `PATH_OUTSIDE_WORKDIR`, `DENIED_PATH`,
@@ -311,7 +311,7 @@ impl Root {
     /// only seam a write crate gets.
     ///
     /// The parent is resolved beneath the root *without following any
-    /// link*, whatever this root's [`SymlinkRule`] (SPEC §3: writes never
+    /// link*, whatever this root's [`SymlinkRule`] (writes never
     /// follow a symlink), and opened `O_DIRECTORY`. The final component is
     /// not looked up: if it is a link, [`ParentDir::meta`] reports it as
     /// [`EntryKind::Symlink`] and the write crate refuses it. The whole path,

@@ -1,5 +1,4 @@
-//! Streaming text pages (SPEC §2.3 read_text_file, §2.6 byte cap, §2.7 tail
-//! reads).
+//! Streaming text pages (read_text_file: the byte cap, tail reads).
 //!
 //! A page's first line is named from the start or from the end:
 //! - `start_line ≥ 1` counts from the start (1 is the first line). The file

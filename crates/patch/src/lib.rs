@@ -56,10 +56,10 @@ pub use plan::{HunkReport, Planned, add_file_bytes, plan_update, plan_update_unt
 /// Limits checked by [`parse`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PatchLimits {
-    /// The largest patch text, in bytes. Default 1 MiB (SPEC §3).
+    /// The largest patch text, in bytes. Default 1 MiB.
     pub max_patch_bytes: usize,
     /// The most file operations (add, delete, update) in one patch.
-    /// Default 64 (SPEC §3).
+    /// Default 64.
     pub max_operations: usize,
 }
 

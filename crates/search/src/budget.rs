@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serverfs_core::Deadline;
 
-/// Why a find/search returned before the whole tree was seen (SPEC §2.3):
+/// Why a find/search returned before the whole tree was seen:
 /// `SEARCH_LIMIT_REACHED` (match `limit + 1` exists; `limit` matches are
 /// returned), `WALK_LIMIT_REACHED` (the walk-entry cap was reached and more
 /// remained) or `SEARCH_TIMEOUT` (the deadline passed, or the call was

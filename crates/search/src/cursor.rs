@@ -1,10 +1,10 @@
 //! Cursors of find_files and search_text: where a cut-short walk stopped,
-//! so that the next call continues there (SPEC §2.7).
+//! so that the next call continues there.
 //!
 //! Guarantees:
 //! - Pages concatenate to the unlimited answer, with no duplicate and no
 //!   gap, as long as the tree does not change between calls: a cursor is a
-//!   [`Position`] in the walk order (§2.6), not an offset, and the walk is
+//!   [`Position`] in the walk order, not an offset, and the walk is
 //!   deterministic.
 //! - One order for both tools and for resuming: [`walk_order`], that of a
 //!   depth-first, pre-order walk with siblings sorted by name bytes. It

@@ -1,4 +1,4 @@
-//! find_files (SPEC §2.3, §2.6): entries whose name — or path relative to
+//! find_files: entries whose name — or path relative to
 //! the start, for a pattern with `/` — matches a glob.
 //!
 //! Guarantees:

@@ -2,7 +2,7 @@
 //! crates (`globset`, `grep-searcher`, `grep-regex`) in-process:
 //! no subprocess, no shell, nothing a client string could inject into.
 //!
-//! Guarantees (SPEC §2.3, §2.6):
+//! Guarantees:
 //! - One walk ([`walk`]) for both tools: depth-first, names in byte order,
 //!   streamed, filtered by the core [`Policy`](serverfs_core::Policy) (the
 //!   same hidden/deny rule as the resolver), symlinks never followed.

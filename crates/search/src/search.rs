@@ -1,4 +1,4 @@
-//! search_text (SPEC §2.3, §2.6): lines holding a literal string, with
+//! search_text: lines holding a literal string, with
 //! ripgrep's searcher.
 //!
 //! Guarantees:

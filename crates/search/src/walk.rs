@@ -2,7 +2,7 @@
 //! glob both use.
 //!
 //! Guarantees:
-//! - Order (SPEC §2.6): depth-first, pre-order, siblings in byte order of
+//! - Order: depth-first, pre-order, siblings in byte order of
 //!   their names; the same tree gives the same sequence.
 //! - Streaming: entries are produced one at a time. Nothing is collected up
 //!   front beyond the sorted listings of the directories being walked (one

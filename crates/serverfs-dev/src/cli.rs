@@ -25,7 +25,7 @@ use serverfs_transport::{Auth, HttpConfig};
 const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
 /// Largest file read_file, write_file and apply_patch work on by default
-/// (SPEC §3: 256 KiB).
+/// (256 KiB).
 pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 262_144;
 
 /// Paths no file tool of serverfs-dev serves, beside the built-in

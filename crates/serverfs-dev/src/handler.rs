@@ -531,7 +531,7 @@ impl Capability {
 mod tests {
     use super::*;
 
-    /// The published annotations, pinned by name (SPEC §3): the file and
+    /// The published annotations, pinned by name: the file and
     /// session readers are read-only, everything else destructive; only
     /// the tools that start commands are open-world.
     #[test]

@@ -82,7 +82,7 @@ async fn write_file_modes_and_content_forms() {
     assert_eq!(mode, 0o750);
     ok(&client, "write_file", json!({"path": "bin.dat", "content_base64": "AAEC/w=="})).await;
     assert_eq!(std::fs::read(p.path("bin.dat")).unwrap(), [0, 1, 2, 255]);
-    // A strict client sends null for the one it does not use (SPEC §3.2).
+    // A strict client sends null for the one it does not use.
     let strict = json!({"path": "n.txt", "content": "t", "content_base64": null, "mode": null});
     ok(&client, "write_file", strict).await;
     assert_eq!(p.read("n.txt"), "t");

@@ -1,4 +1,4 @@
-//! The state directory against a command (SPEC §3.3), on the real binary:
+//! The state directory against a command, on the real binary:
 //! a state dir (or roots dir) a command can reach is refused at start; a
 //! command that locks everything it can open there freezes no writer of
 //! the root (through the real bash tool, in the real sandbox); and what it

@@ -1,4 +1,4 @@
-//! Command line and environment (SPEC §2.1): every setting is a `--flag`
+//! Command line and environment: every setting is a `--flag`
 //! with an environment-variable fallback; the flag wins.
 
 use std::net::SocketAddr;

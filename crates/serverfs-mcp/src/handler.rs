@@ -359,7 +359,7 @@ impl ServerHandler for ReadOnlyServer {
     }
 }
 
-/// SPEC §2.6: `CODE: message`, `data.code`, -32002 for missing things.
+/// `CODE: message`, `data.code`, -32002 for missing things.
 fn resource_error(e: &FsError, uri: &str) -> ErrorData {
     let data = serde_json::json!({ "code": e.code().as_str(), "uri": uri });
     let code = match e.code() {

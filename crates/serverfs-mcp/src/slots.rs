@@ -1,5 +1,5 @@
-//! Which directories serverfs-mcp serves, from its configuration (SPEC §2.1,
-//! §2.6 "Config"): the Docker slots `01`…`16` under `SERVERFS_WORKDIRS_DIR`
+//! Which directories serverfs-mcp serves, from its configuration:
+//! the Docker slots `01`…`16` under `SERVERFS_WORKDIRS_DIR`
 //! with `WORKDIR_NN_ALIAS`/`_DESCRIPTION`, or `--workdir ALIAS=PATH`.
 //!
 //! Guarantees: every invalid configuration is one error line that names the

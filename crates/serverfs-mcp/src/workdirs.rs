@@ -2,7 +2,7 @@
 //! [`Root`]s.
 //!
 //! Guarantees: every workdir is a [`Root`] opened with the one policy and
-//! [`SymlinkRule::Never`] (SPEC §2.2: serverfs-mcp never follows a link);
+//! [`SymlinkRule::Never`] (serverfs-mcp never follows a link);
 //! aliases are matched exactly and case-sensitively, and an unknown one is
 //! `WORKDIR_NOT_FOUND`; paths are then the root's business, shown to
 //! clients as `alias:/relative`. Start-up errors name the workdir by its
@@ -135,8 +135,7 @@ impl Workdirs {
         })
     }
 
-    /// The workdir's root and the client path located in it (SPEC §2.6
-    /// steps 1–3). Does not touch the filesystem.
+    /// The workdir's root and the client path located in it (parse, normalise, policy). Does not touch the filesystem.
     ///
     /// # Errors
     /// `WORKDIR_NOT_FOUND`, then the root's [`Root::locate`] errors.

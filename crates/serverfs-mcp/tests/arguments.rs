@@ -1,7 +1,6 @@
 //! Malformed arguments, against the real binary over HTTP (both protocol
 //! eras) and stdio: every one is the tool error
-//! `INVALID_ARGUMENT: <argument>: <what was expected>` (SPEC §2.6
-//! "Arguments"), never rmcp's bare deserialisation message.
+//! `INVALID_ARGUMENT: <argument>: <what was expected>`, never rmcp's bare deserialisation message.
 
 mod common;
 

@@ -297,7 +297,7 @@ async fn configured_maxima_are_published() {
 }
 
 /// resources/read and stat_file say what a file holds: text, even when
-/// the name gives no type (SPEC §2.6 "MIME").
+/// the name gives no type.
 #[tokio::test]
 async fn resource_text_without_a_known_type_is_plain_text() {
     let fx = Fixture::new();

@@ -1,5 +1,5 @@
 //! The settings every ServerFS binary shares, as `clap` argument groups a
-//! binary flattens into its own command line (SPEC §2.1: every setting is a
+//! binary flattens into its own command line (every setting is a
 //! `--flag` with an environment-variable fallback; the flag wins):
 //! [`ReadSettings`] (per-call limits, admission, extra deny globs) and
 //! [`HttpSettings`] (Host/Origin allowlists, body and connection caps,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-/// Per-call limits. Defaults are SPEC §2.1's; every value is ≥ 1 and each
+/// Per-call limits. Defaults are the documented ones; every value is ≥ 1 and each
 /// default is at most its maximum (the binary checks this at start-up).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {

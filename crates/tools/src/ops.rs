@@ -259,7 +259,7 @@ impl Reported for ReadTextFileResult {
 }
 
 /// An optional text argument as given: `""` means not given, as `null`
-/// does (SPEC §3.2: strict clients must send something for `cursor` and
+/// does (strict clients must send something for `cursor` and
 /// `glob`, and send `""` as readily as `null`).
 fn given(value: Option<&String>) -> Option<&str> {
     value.map(String::as_str).filter(|v| !v.is_empty())

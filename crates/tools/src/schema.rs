@@ -14,7 +14,7 @@
 //! - no `type` is an array (`["string", "null"]`): a value that may be
 //!   `null` is `anyOf: [{…}, {"type": "null"}]`;
 //! - every optional input is nullable that way, `null` meaning "not given"
-//!   (SPEC §3.2): a client that converts schemas for strict function
+//!  : a client that converts schemas for strict function
 //!   calling (every property required) can then leave any of them out by
 //!   sending `null`;
 //! - an output field that may be absent is never also `null` (outputs skip

@@ -2,7 +2,7 @@
 //! built in one place ([`TextOutput::answer`]) from the result every tool
 //! also returns as `structuredContent`.
 //!
-//! Guarantees (SPEC §2.3):
+//! Guarantees:
 //! - `structuredContent` is the result serialised, whatever the text says:
 //!   clients that parse it see the pinned shape.
 //! - [`TextOutput::Compact`] (the default): the text is written for a model

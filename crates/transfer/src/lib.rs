@@ -1,4 +1,4 @@
-//! File transfer for serverfs-dev (SPEC §3, HTTP mode only): the
+//! File transfer for serverfs-dev(HTTP mode only): the
 //! `file_link` tool signs
 //! time-limited URLs, and `GET/HEAD/PUT /files/<path>` serves them, so
 //! large files move between the client and the project without passing

@@ -1,4 +1,4 @@
-//! Authentication on `/mcp` (SPEC §2.7, §3 "Auth"): one tower layer,
+//! Authentication on `/mcp`: one tower layer,
 //! [`Auth`] → [`RequireAuth`], for both binaries. It asks each configured
 //! [`Verify`] in turn (the bearer tokens here, [`BearerAuth`]; Cloudflare
 //! Access in serverfs-auth) and lets a request in as the first one's

@@ -1,4 +1,4 @@
-//! Stateless Streamable HTTP (SPEC §2.4, §2.6 "HTTP", §2.7), as pieces each
+//! Stateless Streamable HTTP, as pieces each
 //! binary composes: [`mcp_router`] (`/mcp` → rmcp), [`health_router`]
 //! (`/healthz`), [`with_header_checks`] for the whole app, the binary's own
 //! layers and routes in between (a token, file transfer), and [`serve`], our

@@ -1,4 +1,4 @@
-//! Flat JSON log lines on stderr (SPEC §2.4): one object per event, fields
+//! Flat JSON log lines on stderr: one object per event, fields
 //! at the top level.
 //!
 //! Logging never blocks a call and never fails one: each line goes through

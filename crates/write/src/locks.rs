@@ -9,7 +9,7 @@
 //! - Keys are normalised relative paths (`a/b/c`), so two spellings of one
 //!   path (`a/./b/c`, `a/x/../b/c`) take the same lock.
 //!
-//! Readers never take these locks (SPEC §3: reads never wait); they see
+//! Readers never take these locks (reads never wait); they see
 //! either the old or the new file because every write is a rename.
 
 use std::collections::{BTreeSet, HashSet};

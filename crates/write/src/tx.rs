@@ -1,6 +1,6 @@
 //! [`Writer`]: crash-safe multi-file transactions over one [`Root`].
 //!
-//! Guarantees (SPEC §3, §3.1):
+//! Guarantees:
 //! - **Verified before written.** Every change is located (syntax,
 //!   policy), its parents and target are inspected without following a
 //!   link, and the current bytes are compared with the expected ones —
@@ -60,7 +60,7 @@ use crate::owner::{self, Liveness, Registered, WriterId};
 use crate::shared::SharedDir;
 
 /// Default cap on the size of a file that is replaced or deleted (its
-/// current bytes are read to be re-verified): 256 KiB, SPEC §3.
+/// current bytes are read to be re-verified): 256 KiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 * 1024;
 
 /// One change of a transaction. Paths are client paths, relative to the
@@ -1092,7 +1092,7 @@ fn root_id(root: &Root, host_path: &Path) -> Result<RootId, FsError> {
     Ok(RootId { path: host_path.to_string_lossy().into_owned(), dev: st.st_dev, ino: st.st_ino })
 }
 
-/// SPEC §3.1: the journal is never inside the root (where the agent could
+/// the journal is never inside the root (where the agent could
 /// edit it, and where it would show up in listings).
 fn refuse_state_dir_inside(journal_dir: &Path, root: &RootId) -> Result<(), FsError> {
     let canonical =

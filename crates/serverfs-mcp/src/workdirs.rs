@@ -135,7 +135,8 @@ impl Workdirs {
         })
     }
 
-    /// The workdir's root and the client path located in it (parse, normalise, policy). Does not touch the filesystem.
+    /// The workdir's root and the client path located in it (parsed,
+    /// normalised, policy-checked). Does not touch the filesystem.
     ///
     /// # Errors
     /// `WORKDIR_NOT_FOUND`, then the root's [`Root::locate`] errors.

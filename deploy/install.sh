@@ -63,6 +63,19 @@ if [ -z "$dest" ] && [ "$dry" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
   die "must run as root (or with --dry-run, or DESTDIR=... for a throw-away root)"
 fi
 
+# systemd's own test for a booted system (sd_booted(3)). A live install
+# checks it before it changes anything: without a running systemd the unit
+# could never start, and a half-done install would be left behind.
+systemd_running() { [ -d /run/systemd/system ]; }
+if [ -z "$dest" ] && [ "$uninstall" -eq 0 ] && ! systemd_running; then
+  if [ "$dry" -eq 1 ]; then
+    echo "$prog: note: systemd is not running here (no /run/systemd/system); a real install would stop at this point"
+  else
+    echo "$prog: systemd is not running here (no /run/systemd/system): nothing was changed. Install on a host booted with systemd, or use DESTDIR=DIR to stage the files." >&2
+    exit 2
+  fi
+fi
+
 bin_path=/usr/local/bin/serverfs-dev
 supervisor_path=/usr/local/bin/serverfs-dev-supervisor
 unit_path=/etc/systemd/system/serverfs-dev.service
@@ -150,7 +163,7 @@ put_file() { # SRC PATH MODE
 # ---------------------------------------------------------------------------
 if [ "$uninstall" -eq 1 ]; then
   [ -f "$dest$manifest" ] || die "no manifest at $dest$manifest: nothing was installed by $prog here"
-  if live && command -v systemctl >/dev/null 2>&1; then
+  if live && systemd_running; then
     systemctl disable --now serverfs-dev.service 2>/dev/null || true
   fi
   # Reverse order: files before the directories that hold them.
@@ -203,7 +216,7 @@ EOF
   if [ "$dry" -eq 0 ]; then
     rm -f "$dest$manifest"
   fi
-  if live && command -v systemctl >/dev/null 2>&1; then
+  if live && systemd_running; then
     systemctl daemon-reload
   fi
   if [ -n "$kept" ]; then
@@ -304,7 +317,11 @@ else
     record group "$user"
   fi
   record user "$user"
-  note "created system user $user (home $state_home, created by systemd at start)"
+  if [ "$dry" -eq 1 ]; then
+    note "would create system user $user (home $state_home, created by systemd at start)"
+  else
+    note "created system user $user (home $state_home, created by systemd at start)"
+  fi
 fi
 
 if [ "$user" != serverfs ]; then
@@ -313,7 +330,7 @@ fi
 
 write_manifest
 
-if live && command -v systemctl >/dev/null 2>&1; then
+if live; then
   systemctl daemon-reload
 fi
 

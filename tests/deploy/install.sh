@@ -164,6 +164,35 @@ if [ "$(id -u)" -eq 0 ] && id nobody > /dev/null 2>&1 && command -v setpriv > /d
   ok "non-root without DESTDIR/--dry-run refused"
 fi
 
+# ---- 4. a live install on a host where systemd is not running ---------------
+# What a live install would touch, as it stands now.
+live_state() {
+  ls -ld /etc/serverfs-dev /usr/local/bin/serverfs-dev /usr/local/bin/serverfs-dev-supervisor \
+    /etc/systemd/system/serverfs-dev.service /etc/systemd/system/serverfs-dev.service.d 2>&1 || true
+  getent passwd serverfs || true
+  getent group serverfs || true
+}
+if [ "$(id -u)" -eq 0 ] && [ ! -d /run/systemd/system ]; then
+  before_live=$(live_state)
+  code=0
+  "$installer" --binary "$dummy" --root /srv/p > "$work/log7" 2>&1 || code=$?
+  [ "$code" -eq 2 ] || { cat "$work/log7"; fail "live install without systemd: exit $code, want 2"; }
+  grep -q '^install.sh: systemd is not running here' "$work/log7" || fail "no clear reason: $(cat "$work/log7")"
+  grep -q 'nothing was changed' "$work/log7" || fail "does not say nothing was changed"
+  [ "$(live_state)" = "$before_live" ] || fail "a refused live install changed the system"
+  ok "live install without a running systemd: exit 2, nothing changed"
+  "$installer" --dry-run --binary "$dummy" --root /srv/p > "$work/log8" 2>&1
+  [ "$(live_state)" = "$before_live" ] || fail "a live --dry-run changed the system"
+  if ! getent passwd serverfs > /dev/null; then
+    grep -q 'would create system user serverfs' "$work/log8" || fail "--dry-run does not say it would create the user"
+    if grep -q 'created system user' "$work/log8"; then fail "--dry-run says it created the user"; fi
+  fi
+  grep -q 'a real install would stop' "$work/log8" || fail "--dry-run does not warn that systemd is not running"
+  ok "live --dry-run: says what it would do, changes nothing"
+else
+  echo "skip: live install checks (need root and a host where systemd is not running)"
+fi
+
 if command -v shellcheck > /dev/null; then
   shellcheck -s sh deploy/install.sh && shellcheck tests/deploy/install.sh && ok "shellcheck clean"
 else

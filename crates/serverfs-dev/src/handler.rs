@@ -419,7 +419,7 @@ impl DevServer {
         let list = if caller.may_list {
             self.commands.shell_list(&caller.owner)
         } else {
-            ShellList { sessions: Vec::new() }
+            ShellList::anonymous()
         };
         self.runner.answer(logged(call, &ct, async { Ok(list) }).await)
     }

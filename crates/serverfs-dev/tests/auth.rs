@@ -282,3 +282,26 @@ fn a_bad_tokens_file_is_a_start_up_error_naming_the_line() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("both set") && !stderr.contains(TOKEN), "{stderr}");
 }
+
+/// Anonymous clients (HTTP on loopback without credentials) cannot be told
+/// apart, so none of their sessions is listed; the answer says why instead
+/// of "no open sessions" right after a shell_open.
+#[tokio::test]
+async fn an_anonymous_shell_list_says_why_it_lists_nothing() {
+    let p = Project::new();
+    let server = HttpServer::start_with(p.command());
+    let (status, opened) = call(&server.url, &[], "shell_open", json!({})).await;
+    assert_eq!(status, 200, "{opened}");
+    let id = opened["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
+    let (_, listed) = call(&server.url, &[], "shell_list", json!({})).await;
+    let result = &listed["result"];
+    assert_eq!(result["structuredContent"]["sessions"], json!([]), "{listed}");
+    let why = "anonymous clients are not listed; keep the session_id that shell_open returned";
+    assert_eq!(result["structuredContent"]["unlisted"], why, "{listed}");
+    assert_eq!(result["content"][0]["text"], format!("{why}\n"), "{listed}");
+    let (_, closed) = call(&server.url, &[], "shell_close", json!({"session_id": id})).await;
+    assert!(
+        closed["result"]["isError"].is_null() || closed["result"]["isError"] == false,
+        "{closed}"
+    );
+}

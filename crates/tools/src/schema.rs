@@ -13,8 +13,8 @@
 //!   numbers hold exactly (±(2^53 − 1)), never 18446744073709551615;
 //! - no `type` is an array (`["string", "null"]`): a value that may be
 //!   `null` is `anyOf: [{…}, {"type": "null"}]`;
-//! - every optional input is nullable that way, `null` meaning "not given"
-//!  : a client that converts schemas for strict function
+//! - every optional input is nullable that way, `null` meaning "not given":
+//!   a client that converts schemas for strict function
 //!   calling (every property required) can then leave any of them out by
 //!   sending `null`;
 //! - an output field that may be absent is never also `null` (outputs skip

@@ -86,6 +86,25 @@ async fn write_file_modes_and_content_forms() {
     let strict = json!({"path": "n.txt", "content": "t", "content_base64": null, "mode": null});
     ok(&client, "write_file", strict).await;
     assert_eq!(p.read("n.txt"), "t");
+    // Others send "" for it: beside the other field, "" is not given.
+    let strict = json!({"path": "e1.txt", "content": "t", "content_base64": ""});
+    ok(&client, "write_file", strict).await;
+    assert_eq!(p.read("e1.txt"), "t");
+    let strict = json!({"path": "e2.dat", "content": "", "content_base64": "AAEC/w=="});
+    ok(&client, "write_file", strict).await;
+    assert_eq!(std::fs::read(p.path("e2.dat")).unwrap(), [0, 1, 2, 255]);
+    // An empty file is still writable, either way.
+    for (name, args) in [
+        ("e3", json!({"content": ""})),
+        ("e4", json!({"content_base64": ""})),
+        ("e5", json!({"content": "", "content_base64": ""})),
+        ("e6", json!({"content": "", "content_base64": null})),
+    ] {
+        let mut args = args;
+        args["path"] = json!(name);
+        ok(&client, "write_file", args).await;
+        assert_eq!(std::fs::read(p.path(name)).unwrap(), b"", "{name}");
+    }
     let both = json!({"path": "x", "content": "a", "content_base64": "YQ=="});
     let (is_error, text) = call(&client, "write_file", both).await;
     assert!(is_error);

@@ -18,7 +18,14 @@ impl Writer {
     /// keeping the replaced file's mode bits) atomically; missing parents
     /// are created inside the root.
     pub fn write_file_tool(&self, args: WriteFileArgs) -> Result<WriteFileResult, FsError> {
-        let bytes = match (args.content, args.content_base64) {
+        // `""` in one field with the other given means "not given": what a
+        // strict client sends for the field it does not use.
+        let given = |field: Option<String>, other: &Option<String>| {
+            field.filter(|value| !(value.is_empty() && other.is_some()))
+        };
+        let content = given(args.content, &args.content_base64);
+        let content_base64 = given(args.content_base64, &content);
+        let bytes = match (content, content_base64) {
             (Some(text), None) => text.into_bytes(),
             (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
                 .decode(encoded.as_bytes())
@@ -61,10 +68,12 @@ pub enum WriteMode {
 pub struct WriteFileArgs {
     /// File path relative to the project root; missing parent directories are created.
     pub path: String,
-    /// The new content as text (UTF-8). Exactly one of content and content_base64.
+    /// The new content as text (UTF-8). Exactly one of content and
+    /// content_base64 (`""` beside the other counts as not given).
     #[serde(default)]
     pub content: Option<String>,
-    /// The new content as base64 bytes. Exactly one of content and content_base64.
+    /// The new content as base64 bytes. Exactly one of content and
+    /// content_base64 (`""` beside the other counts as not given).
     #[serde(default)]
     pub content_base64: Option<String>,
     /// create (default): only create, an existing path is ALREADY_EXISTS;

@@ -57,6 +57,9 @@ pub enum ErrorCode {
     PatchContextNotFound,
     /// serverfs-dev: a hunk's context matches more than once.
     PatchContextAmbiguous,
+    /// serverfs-dev: a hunk matched only by ignoring indentation, and its
+    /// lines cannot be mapped consistently onto the file's indentation.
+    PatchIndentationAmbiguous,
     /// serverfs-dev: the same path twice, or a target changed since it
     /// was matched.
     PatchConflict,
@@ -69,7 +72,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code: serverfs-mcp's first, then the ones serverfs-dev added.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         Self::WorkdirNotFound,
         Self::PathNotFound,
         Self::NotADirectory,
@@ -95,6 +98,7 @@ impl ErrorCode {
         Self::PatchConflict,
         Self::PatchTooLarge,
         Self::CommandNotAllowed,
+        Self::PatchIndentationAmbiguous,
     ];
 
     /// The wire form, e.g. `PATH_OUTSIDE_WORKDIR`.
@@ -122,6 +126,7 @@ impl ErrorCode {
             Self::PatchSyntax => "PATCH_SYNTAX",
             Self::PatchContextNotFound => "PATCH_CONTEXT_NOT_FOUND",
             Self::PatchContextAmbiguous => "PATCH_CONTEXT_AMBIGUOUS",
+            Self::PatchIndentationAmbiguous => "PATCH_INDENTATION_AMBIGUOUS",
             Self::PatchConflict => "PATCH_CONFLICT",
             Self::PatchTooLarge => "PATCH_TOO_LARGE",
             Self::CommandNotAllowed => "COMMAND_NOT_ALLOWED",

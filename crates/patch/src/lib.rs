@@ -26,6 +26,10 @@
 //!   after the end of the previous hunk's match.
 //! - Planning costs near-linear time in the file and patch sizes (the
 //!   bound is in the `plan` module's docs) and can be stopped at any time.
+//! - A hunk matched only by ignoring leading whitespace gets its inserted
+//!   lines in the file's indentation (tabs or spaces, at the depth where
+//!   it matched), or is refused with `PATCH_INDENTATION_AMBIGUOUS` when
+//!   no consistent mapping exists: never mixed indentation.
 //! - Bytes outside the removed lines are kept exactly as they were: the
 //!   BOM, each line's own line ending, and the file's end-of-file state (a
 //!   file without a final newline still has none). Only the inserted lines
@@ -44,11 +48,13 @@
 
 mod automaton;
 mod error;
+mod indent;
 mod matching;
 mod parse;
 mod plan;
 
 pub use error::PatchError;
+pub use indent::Style;
 pub use matching::MatchPass;
 pub use parse::parse;
 pub use plan::{HunkReport, Planned, add_file_bytes, plan_update, plan_update_until};

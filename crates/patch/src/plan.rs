@@ -50,6 +50,7 @@ use serverfs_core::ErrorCode;
 
 use crate::automaton::Automaton;
 use crate::error::{PatchError, quote};
+use crate::indent::{self, Mapping, Style};
 use crate::{Hunk, HunkLine, MatchPass};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -81,6 +82,10 @@ pub struct HunkReport {
     /// inserted line takes, counted in the original file (the number of
     /// lines + 1 when appending).
     pub line: usize,
+    /// The file's indentation the hunk's inserted lines were re-indented
+    /// to, when it matched only by ignoring leading whitespace and its
+    /// indentation differed from the file's.
+    pub reindented: Option<Style>,
 }
 
 /// The bytes of a new file from the lines of an `*** Add File:`: the
@@ -175,6 +180,11 @@ pub fn plan_update_until(
         };
         let Placed { body, start, end, pass: body_pass } = placed;
         pass = pass.max(body_pass);
+        let mapping = if body_pass >= MatchPass::Whitespace {
+            at.indentation(&mut search, body, start)?
+        } else {
+            None
+        };
         let mut pieces = Vec::with_capacity(body.len());
         let mut next = start;
         for line in body {
@@ -184,11 +194,15 @@ pub fn plan_update_until(
                     next += 1;
                 }
                 HunkLine::Remove(_) => next += 1,
-                HunkLine::Add(text) => pieces.push(Piece::Added(text)),
+                HunkLine::Add(text) => pieces.push(Piece::Added(match &mapping {
+                    Some(m) => m.apply(text).map_err(|e| at.unindentable(&e.line))?,
+                    None => Cow::Borrowed(text.as_str()),
+                })),
             }
         }
         edits.push(Edit { start, end, pieces });
-        reports.push(HunkReport { pass, line: start + 1 });
+        let reindented = mapping.map(|m| m.target());
+        reports.push(HunkReport { pass, line: start + 1, reindented });
         cursor = end;
     }
 
@@ -209,7 +223,7 @@ pub fn plan_update_until(
     for (k, piece) in out.iter().enumerate() {
         let content = match piece {
             Piece::Original(i) => lines[*i].content,
-            Piece::Added(text) => text,
+            Piece::Added(text) => text.as_ref(),
         };
         let ending = match piece {
             _ if k == last && !final_newline => "",
@@ -262,8 +276,9 @@ fn split_lines(text: &str) -> Vec<Line<'_>> {
 enum Piece<'a> {
     /// The original line at this index, bytes kept.
     Original(usize),
-    /// An inserted line, written with the file's line ending.
-    Added(&'a str),
+    /// An inserted line (re-indented, or as the patch gave it), written
+    /// with the file's line ending.
+    Added(Cow<'a, str>),
 }
 
 /// Original lines `start..end` are replaced by `pieces`.
@@ -319,6 +334,8 @@ impl Budget<'_> {
 struct Search<'a, 's> {
     lines: &'a [Line<'a>],
     passes: [Option<PassIndex<'a>>; 4],
+    /// The file's indentation style, detected on first need.
+    style: Option<Option<Style>>,
     budget: Budget<'s>,
 }
 
@@ -447,7 +464,25 @@ impl Matches {
 
 impl<'a, 's> Search<'a, 's> {
     fn new(lines: &'a [Line<'a>], stop: &'s dyn Fn() -> bool) -> Self {
-        Self { lines, passes: [None, None, None, None], budget: Budget { stop, steps: 0 } }
+        Self {
+            lines,
+            passes: [None, None, None, None],
+            style: None,
+            budget: Budget { stop, steps: 0 },
+        }
+    }
+
+    /// The file's indentation style ([`indent::detect`]), once per file.
+    fn style(&mut self) -> Result<Option<Style>, PatchError> {
+        if let Some(style) = self.style {
+            return Ok(style);
+        }
+        for _ in 0..self.lines.len() {
+            self.budget.tick()?;
+        }
+        let style = indent::detect(self.lines.iter().map(|l| l.content));
+        self.style = Some(style);
+        Ok(style)
     }
 
     /// Every start `s >= from` where `pattern` matches the file under
@@ -577,6 +612,47 @@ impl Where<'_> {
             }
         }
         Err(self.not_found(from, pattern, target, earlier))
+    }
+
+    /// How the `+` lines of `body` (placed at file line `start` by a pass
+    /// that ignored leading whitespace) are re-indented, if at all.
+    fn indentation(
+        &self,
+        search: &mut Search<'_, '_>,
+        body: &[HunkLine],
+        start: usize,
+    ) -> Result<Option<Mapping>, PatchError> {
+        if !body.iter().any(|l| matches!(l, HunkLine::Add(_))) {
+            return Ok(None);
+        }
+        let style = search.style()?;
+        let lines = search.lines;
+        let old = body.iter().filter_map(|l| match l {
+            HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
+            HunkLine::Add(_) => None,
+        });
+        let pairs = lines[start..].iter().map(|l| l.content).zip(old);
+        let hunk = body.iter().map(|l| match l {
+            HunkLine::Context(t) | HunkLine::Remove(t) | HunkLine::Add(t) => t.as_str(),
+        });
+        let added = body.iter().filter_map(|l| match l {
+            HunkLine::Add(t) => Some(t.as_str()),
+            _ => None,
+        });
+        Mapping::learn(pairs, style, hunk, added).map_err(|e| self.unindentable(&e.line))
+    }
+
+    fn unindentable(&self, line: &str) -> PatchError {
+        PatchError::new(
+            ErrorCode::PatchIndentationAmbiguous,
+            format!(
+                "{}: the hunk matched only by ignoring indentation, and its indentation cannot \
+                 be mapped consistently onto the file's (first line that does not fit: {}); \
+                 re-read the file and write the hunk with the file's own indentation",
+                self.prefix(),
+                quote(line),
+            ),
+        )
     }
 
     /// `path: hunk 2 (patch line 9)`.

@@ -183,3 +183,41 @@ async fn escapes_and_links_are_refused_with_nothing_written() {
     assert!(v.as_str().unwrap().starts_with("PATCH_SYNTAX: line 2"), "{v}");
     client.cancel().await.unwrap();
 }
+
+/// A tab-indented Python file patched with space-indented lines: the added
+/// lines are written with tabs and the answer says so; a hunk whose
+/// indentation maps onto nothing consistent is refused, nothing written.
+#[tokio::test]
+async fn space_indented_hunks_are_rewritten_to_a_tab_file_or_refused() {
+    use rmcp::model::CallToolRequestParams;
+    let p = Project::new();
+    let source = "def f(x):\n\tif x:\n\t\treturn 1\n\treturn 0\n";
+    p.write("src/f.py", source);
+    let client = p.stdio_client().await;
+    let patch = "*** Begin Patch\n*** Update File: src/f.py\n@@\n     if x:\n-        return 1\n+        y = x * 2\n+        return y\n*** End Patch\n";
+    let args = json!({"patch": patch}).as_object().unwrap().clone();
+    let answer = client
+        .call_tool(CallToolRequestParams::new("apply_patch").with_arguments(args))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&answer.content).unwrap()[0]["text"].clone();
+    assert_eq!(
+        text,
+        "patch applied\nupdate src/f.py (38 -> 50 bytes), hunks at lines 2 (whitespace, re-indented to tabs)\n"
+    );
+    let structured = answer.structured_content.unwrap();
+    assert_eq!(
+        structured["files"][0]["hunks"][0],
+        json!({"line": 2, "pass": "whitespace", "reindented": "tabs"})
+    );
+    assert_eq!(p.read("src/f.py"), "def f(x):\n\tif x:\n\t\ty = x * 2\n\t\treturn y\n\treturn 0\n");
+
+    // `if x:` one level deeper in the file than in the patch, `y = x * 2`
+    // not: no consistent mapping, and spaces would not fit a tab file.
+    let before = p.read("src/f.py");
+    let refused = "*** Begin Patch\n*** Update File: src/f.py\n@@\n if x:\n-\t\ty = x * 2\n+        return 3\n*** End Patch\n";
+    let code = error_code(&client, "apply_patch", json!({"patch": refused}), &p.root()).await;
+    assert_eq!(code, "PATCH_INDENTATION_AMBIGUOUS");
+    assert_eq!(p.read("src/f.py"), before);
+    client.cancel().await.unwrap();
+}

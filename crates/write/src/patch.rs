@@ -32,7 +32,7 @@ impl Writer {
     ///
     /// # Errors
     /// The patch crate's codes (`PATCH_SYNTAX`, `PATCH_CONTEXT_NOT_FOUND`,
-    /// `PATCH_CONTEXT_AMBIGUOUS`, `PATCH_CONFLICT`, `PATCH_TOO_LARGE`,
+    /// `PATCH_CONTEXT_AMBIGUOUS`, `PATCH_INDENTATION_AMBIGUOUS`, `PATCH_CONFLICT`, `PATCH_TOO_LARGE`,
     /// `UNSUPPORTED_TEXT_ENCODING`), the root's path errors,
     /// `ALREADY_EXISTS`, `NOT_A_FILE`, `READ_LIMIT_EXCEEDED` (a file over
     /// the writer's file cap), `TIMEOUT` (`deadline` passed while
@@ -270,9 +270,10 @@ impl ToText for PatchReport {
                 let hunks: Vec<String> = file
                     .hunks
                     .iter()
-                    .map(|h| match h.pass.as_str() {
-                        "exact" => h.line.to_string(),
-                        pass => format!("{} ({pass})", h.line),
+                    .map(|h| match (h.pass.as_str(), &h.reindented) {
+                        ("exact", _) => h.line.to_string(),
+                        (pass, None) => format!("{} ({pass})", h.line),
+                        (pass, Some(to)) => format!("{} ({pass}, re-indented to {to})", h.line),
                     })
                     .collect();
                 let _ = write!(out, ", hunks at lines {}", hunks.join(", "));
@@ -335,7 +336,11 @@ impl FilePlan {
         self.hunks = hunks
             .iter()
             .take(LISTED_HUNKS)
-            .map(|h| HunkMatch { line: h.line as u64, pass: h.pass.as_str().to_owned() })
+            .map(|h| HunkMatch {
+                line: h.line as u64,
+                pass: h.pass.as_str().to_owned(),
+                reindented: h.reindented.map(|style| style.describe()),
+            })
             .collect();
         self.hunks_not_listed = hunks.len().saturating_sub(LISTED_HUNKS) as u64;
     }
@@ -358,4 +363,8 @@ pub struct HunkMatch {
     pub line: u64,
     /// exact, trailing-whitespace, whitespace or typography.
     pub pass: String,
+    /// When the hunk matched only by ignoring indentation: the file's
+    /// indentation its added lines were rewritten to (`tabs`, `4 spaces`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reindented: Option<String>,
 }

@@ -1,0 +1,7 @@
+package main
+
+func main() {
+	for i := 0; i < 3; i++ {
+		println(i)
+	}
+}

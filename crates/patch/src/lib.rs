@@ -21,7 +21,9 @@
 //!   through the passes of [`MatchPass`] in order, and at the first pass
 //!   that finds anything it must find exactly one place. Otherwise the
 //!   result is `PATCH_CONTEXT_AMBIGUOUS`, and if no pass finds anything it
-//!   is `PATCH_CONTEXT_NOT_FOUND`.
+//!   is `PATCH_CONTEXT_NOT_FOUND`, whose message names the closest place
+//!   in the file and the first character that differs there (at most 600
+//!   bytes of hint).
 //! - Hunks apply in order and never overlap: each one is searched only
 //!   after the end of the previous hunk's match.
 //! - Planning costs near-linear time in the file and patch sizes (the
@@ -50,6 +52,7 @@ mod automaton;
 mod error;
 mod indent;
 mod matching;
+mod nearest;
 mod parse;
 mod plan;
 

@@ -39,6 +39,8 @@
 //! patch whose hunks are unique in the file (the usual case) costs
 //! O(F + P); the worst case, H hunks each repeated earlier in the file, is
 //! O(F + P + H·N) — linear per hunk, never quadratic in a block's size.
+//! A block found nowhere adds one near-miss search for the message
+//! ([`nearest`]): at most 65,536 position reads and one O(F) scan.
 //! The `stop` callback of [`plan_update_until`] is polled every few
 //! thousand steps, so a deadline or a cancellation ends the work within a
 //! few milliseconds.
@@ -51,6 +53,7 @@ use serverfs_core::ErrorCode;
 use crate::automaton::Automaton;
 use crate::error::{PatchError, quote};
 use crate::indent::{self, Mapping, Style};
+use crate::nearest;
 use crate::{Hunk, HunkLine, MatchPass};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -352,6 +355,20 @@ struct PassIndex<'a> {
 }
 
 impl<'a> PassIndex<'a> {
+    /// The index in `slot`, built there on first use.
+    fn get<'x>(
+        slot: &'x mut Option<Self>,
+        lines: &'a [Line<'a>],
+        pass: MatchPass,
+        budget: &mut Budget<'_>,
+    ) -> Result<&'x Self, PatchError> {
+        if slot.is_none() {
+            *slot = Some(Self::build(lines, pass, budget)?);
+        }
+        let Some(index) = slot.as_ref() else { unreachable!("built above") };
+        Ok(index)
+    }
+
     fn build(
         lines: &'a [Line<'a>],
         pass: MatchPass,
@@ -501,11 +518,8 @@ impl<'a, 's> Search<'a, 's> {
         if pattern.is_empty() || from > last {
             return Ok(Matches::default());
         }
-        let slot = &mut self.passes[pass as usize];
-        if slot.is_none() {
-            *slot = Some(PassIndex::build(self.lines, pass, &mut self.budget)?);
-        }
-        let Some(index) = slot.as_ref() else { unreachable!("built above") };
+        let index =
+            PassIndex::get(&mut self.passes[pass as usize], self.lines, pass, &mut self.budget)?;
         let mut wanted = Vec::with_capacity(pattern.len());
         for line in pattern {
             self.budget.tick()?;
@@ -531,6 +545,38 @@ impl<'a, 's> Search<'a, 's> {
             }
         }
         index.scan(&wanted, from, last, &mut self.budget)
+    }
+
+    /// For a block found nowhere: the hint naming the place after `from`
+    /// (only the block ending the file when `at_end`) that comes closest,
+    /// if any does ([`nearest`]).
+    fn near_miss(
+        &mut self,
+        from: usize,
+        pattern: &[&str],
+        at_end: bool,
+    ) -> Result<Option<String>, PatchError> {
+        let Some(last) = self.lines.len().checked_sub(pattern.len()) else {
+            return Ok(None);
+        };
+        let from = if at_end { last.max(from) } else { from };
+        if pattern.is_empty() || from > last {
+            return Ok(None);
+        }
+        let pass = MatchPass::Typography;
+        let index =
+            PassIndex::get(&mut self.passes[pass as usize], self.lines, pass, &mut self.budget)?;
+        let budget = &mut self.budget;
+        let present = pattern.iter().enumerate().filter_map(|(j, line)| {
+            let id = *index.ids.get(&pass.key(line))?;
+            Some((j, index.positions[id as usize].as_slice()))
+        });
+        let file: Vec<&str> = self.lines.iter().map(|l| l.content).collect();
+        let region = match nearest::by_votes(present, from, last, &mut || budget.tick())? {
+            Some(region) => Some(region),
+            None => nearest::by_similarity(&file, pattern, from, last, &mut || budget.tick())?,
+        };
+        Ok(region.map(|region| nearest::describe(&file, pattern, region)))
     }
 }
 
@@ -611,7 +657,8 @@ impl Where<'_> {
                 }
             }
         }
-        Err(self.not_found(from, pattern, target, earlier))
+        let near = if earlier { None } else { search.near_miss(from, pattern, at_end)? };
+        Err(self.not_found(from, pattern, target, earlier, near))
     }
 
     /// How the `+` lines of `body` (placed at file line `start` by a pass
@@ -705,6 +752,7 @@ impl Where<'_> {
         pattern: &[&str],
         target: Target,
         earlier: bool,
+        near: Option<String>,
     ) -> PatchError {
         let at_end = target == Target::BodyAtEnd;
         let place = match (at_end, from) {
@@ -723,9 +771,10 @@ impl Where<'_> {
             format!(
                 "{}: {} not found {place}, even ignoring whitespace and typographic quotes, \
                  dashes and spaces{hint}; re-read the file and write the patch against its \
-                 current content",
+                 current content{}",
                 self.prefix(),
                 Self::what(pattern, target),
+                near.map(|n| format!("; {n}")).unwrap_or_default(),
             ),
         )
     }

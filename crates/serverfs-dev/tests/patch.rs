@@ -221,3 +221,28 @@ async fn space_indented_hunks_are_rewritten_to_a_tab_file_or_refused() {
     assert_eq!(p.read("src/f.py"), before);
     client.cancel().await.unwrap();
 }
+
+/// A context line one character off is refused with the closest place,
+/// the first differing character and the file's lines there, so a model
+/// can fix its patch without re-reading the file.
+#[tokio::test]
+async fn a_near_miss_names_the_closest_line_and_character() {
+    let p = Project::new();
+    p.write("src/app.js", "const a = 1;\nconsole.log(\"ready\");\nconst b = 2;\n");
+    let client = p.stdio_client().await;
+    let patch = "*** Begin Patch\n*** Update File: src/app.js\n@@\n const a = 1;\n-console.log('ready');\n+console.log('set');\n*** End Patch\n";
+    let text =
+        serverfs_test_support::error_text(&client, "apply_patch", json!({"patch": patch})).await;
+    assert!(text.starts_with("PATCH_CONTEXT_NOT_FOUND: "), "{text}");
+    assert!(
+        text.ends_with(
+            "; the closest place is lines 1-2 (1 of 2 lines equal ignoring whitespace); line 2 \
+             differs at column 13: the file has '\"' where the patch has '\\''. The file's lines \
+             there:\n  1: \"const a = 1;\"\n  2: \"console.log(\\\"ready\\\");\"\n  patch: \
+             \"console.log('ready');\""
+        ),
+        "{text}"
+    );
+    assert_eq!(p.read("src/app.js"), "const a = 1;\nconsole.log(\"ready\");\nconst b = 2;\n");
+    client.cancel().await.unwrap();
+}

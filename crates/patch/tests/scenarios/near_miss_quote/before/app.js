@@ -1,0 +1,3 @@
+const a = 1;
+console.log("ready");
+const b = 2;

@@ -1,0 +1,7 @@
+import sys
+
+
+def greet(name):
+    message = "Hello, " + name
+    print(message)
+    return message

@@ -89,7 +89,8 @@ impl RootOptions {
 #[non_exhaustive]
 pub enum RootError {
     /// The directory cannot be opened: missing, not a directory, or not
-    /// accessible to the server's user.
+    /// accessible to the server's user. Shown as one of those words, never
+    /// the OS's text (the source keeps it).
     Open(std::io::Error),
     /// Whether the directory holds the reserved sentinel cannot be checked.
     Check(std::io::Error),
@@ -101,8 +102,18 @@ pub enum RootError {
 impl fmt::Display for RootError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Open(e) => write!(f, "directory cannot be opened ({e})"),
-            Self::Check(e) => write!(f, "directory cannot be checked ({e})"),
+            Self::Open(e) => f.write_str(match e.kind() {
+                std::io::ErrorKind::NotFound => "the directory does not exist",
+                std::io::ErrorKind::NotADirectory => "the path is not a directory",
+                std::io::ErrorKind::PermissionDenied => {
+                    "the directory is not accessible to the server's user"
+                }
+                _ => "the directory cannot be opened",
+            }),
+            Self::Check(_) => f.write_str(
+                "the directory cannot be checked for the reserved file (is it readable by the \
+                 server's user?)",
+            ),
             Self::Reserved => write!(
                 f,
                 "the directory contains the reserved file {SENTINEL}; remove it or choose another directory"
@@ -632,7 +643,9 @@ mod tests {
         assert!(matches!(e, RootError::Reserved), "{e:?}");
         assert!(e.to_string().contains(SENTINEL), "{e}");
         let missing = open_one(&dir.path().join("missing")).unwrap_err();
-        assert!(missing.to_string().starts_with("directory cannot be opened ("), "{missing}");
+        assert_eq!(missing.to_string(), "the directory does not exist");
+        let file = dir.path().join(SENTINEL);
+        assert_eq!(open_one(&file).unwrap_err().to_string(), "the path is not a directory");
         for e in [e, missing] {
             assert!(!e.to_string().contains(&*dir.path().to_string_lossy()), "{e}");
         }

@@ -241,14 +241,9 @@ impl std::fmt::Display for Active {
 
 /// Checks at start-up that the sandbox can be applied here, in a thread
 /// that ends right after (the caller stays unrestricted), and says what it
-/// enforces. Also refuses writable or readable paths that do not exist
-/// (Landlock would silently skip them). The error names the way out.
+/// enforces. The paths were checked to exist when the settings were read
+/// (`CommandSettings::config`). The error names the way out.
 pub fn probe(cfg: &SandboxConfig) -> Result<Active, String> {
-    for p in std::iter::once(&cfg.root).chain(&cfg.writable).chain(cfg.readable.iter().flatten()) {
-        if !p.is_absolute() || !p.exists() {
-            return Err(format!("sandbox path {} is not an existing absolute path", p.display()));
-        }
-    }
     let cfg = cfg.clone();
     std::thread::spawn(move || cfg.restrict_this_thread())
         .join()

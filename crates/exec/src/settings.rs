@@ -110,22 +110,37 @@ impl CommandSettings {
     }
 
     fn sandbox_config(&self, root: &Path) -> Result<SandboxConfig, String> {
-        let absolute = |setting: &str, p: &Path| {
-            std::path::absolute(p).map_err(|e| format!("{setting}: {}: {e}", p.display()))
-        };
-        let mut cfg = SandboxConfig::new(absolute("SERVERFS_ROOT (--root)", root)?);
-        for p in &self.command_writable {
-            cfg.writable.push(absolute("SERVERFS_COMMAND_WRITABLE (--command-writable)", p)?);
-        }
+        let mut cfg = SandboxConfig::new(root);
+        cfg.writable =
+            existing("SERVERFS_COMMAND_WRITABLE (--command-writable)", &self.command_writable)?;
         if let Some(list) = &self.command_readable {
-            let mut readable = Vec::new();
-            for p in list {
-                readable.push(absolute("SERVERFS_COMMAND_READABLE (--command-readable)", p)?);
-            }
-            cfg.readable = Some(readable);
+            cfg.readable = Some(existing("SERVERFS_COMMAND_READABLE (--command-readable)", list)?);
         }
         cfg.network = self.command_network == "on";
         cfg.max_abi = self.sandbox_max_abi;
         Ok(cfg)
     }
+}
+
+/// `paths` made absolute (against the working directory at start), each
+/// of which must exist: Landlock cannot grant a missing path, and silently
+/// granting less than asked would be worse than refusing. The error names
+/// the setting and which path by position, never the path itself.
+fn existing(setting: &str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let which = |i: usize| {
+        if paths.len() == 1 {
+            "the path".to_owned()
+        } else {
+            format!("path {} of {}", i + 1, paths.len())
+        }
+    };
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match std::path::absolute(p) {
+            Ok(p) if p.exists() => Ok(p),
+            Ok(_) => Err(format!("{setting}: {} does not exist (each must exist)", which(i))),
+            Err(_) => Err(format!("{setting}: {} is empty", which(i))),
+        })
+        .collect()
 }

@@ -44,7 +44,7 @@ pub(crate) struct Cli {
     pub(crate) root: PathBuf,
 
     /// HTTP listen address (endpoint /mcp). Loopback only unless authentication (token or Cloudflare Access) is configured.
-    #[arg(long, env = "SERVERFS_LISTEN", default_value = "127.0.0.1:8790")]
+    #[arg(long, env = "SERVERFS_LISTEN", value_parser = serverfs_settings::listen_address, default_value = "127.0.0.1:8790")]
     pub(crate) listen: SocketAddr,
 
     /// Serve one client on stdin/stdout instead of HTTP.
@@ -85,7 +85,11 @@ pub(crate) struct Cli {
 /// Everything the server needs, validated.
 #[derive(Debug)]
 pub(crate) struct Config {
+    /// Absolute: a relative `--root` is resolved against the working
+    /// directory at start.
     pub(crate) root: PathBuf,
+    /// `--root` was given as a relative path (logged once, without it).
+    pub(crate) root_was_relative: bool,
     pub(crate) state_dir: PathBuf,
     /// Where every server of one root meets whatever its state dir (the
     /// root's commit lock, the list of its journal dirs): `roots/` in the
@@ -141,9 +145,13 @@ impl Cli {
         if !state_dir.is_absolute() {
             return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
         }
-        let commands = self.commands.config(&self.root)?;
+        // `absolute` fails only on an empty path.
+        let root = std::path::absolute(&self.root)
+            .map_err(|_| "SERVERFS_ROOT (--root) is empty".to_owned())?;
+        let commands = self.commands.config(&root)?;
         Ok(Config {
-            root: self.root.clone(),
+            root_was_relative: self.root.is_relative(),
+            root,
             state_dir,
             roots_dir,
             policy,

@@ -79,6 +79,13 @@ pub fn run() -> ExitCode {
         eprintln!("serverfs-dev: cannot harden the process: {e}");
         return ExitCode::FAILURE;
     }
+    if config.root_was_relative {
+        tracing::info!(
+            event = "relative_path_resolved",
+            setting = "SERVERFS_ROOT (--root)",
+            message = "the path was relative: resolved against the working directory at start",
+        );
+    }
     let supervisor = match std::env::current_exe() {
         Ok(exe) => supervisor_beside(exe),
         Err(e) => {
@@ -145,25 +152,20 @@ pub fn run() -> ExitCode {
         commands.close_all().await;
         served
     });
-    serverfs_transport::finish(runtime, result)
+    serverfs_transport::finish("serverfs-dev", runtime, result)
 }
 
 fn config_error(line: &str) -> ExitCode {
-    use std::io::Write;
-    // After the log lines already queued; never a panic if stderr is gone.
-    serverfs_transport::flush_logs(std::time::Duration::from_secs(1));
-    let _ = writeln!(std::io::stderr(), "serverfs-dev: config error: {line}");
-    ExitCode::from(2)
+    serverfs_transport::config_error("serverfs-dev", line)
 }
 
 /// Opens the root, settles what a crash left (logged), and builds the
-/// project. Errors name the setting, never a host path beyond the one the
-/// operator gave.
+/// project. Errors name the setting, never a host path or the OS's text.
 fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
     let options =
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
-    let root = Root::open(&config.root, options)
-        .map_err(|e| format!("SERVERFS_ROOT (--root) {}: {e}", config.root.display()))?;
+    let root =
+        Root::open(&config.root, options).map_err(|e| format!("SERVERFS_ROOT (--root): {e}"))?;
     let reach = config.out_of_reach();
     serverfs_write::prepare_state_dir(
         "SERVERFS_STATE_DIR (--state-dir)",

@@ -1,7 +1,8 @@
 //! Start-up and logs as an operator meets them, on the real binary: the
-//! `starting` line names the root and the transport; a root that cannot be
-//! opened and an address that cannot be listened on exit 2 naming the path
-//! or address and the setting; every command leaves one audit line.
+//! `starting` line names the root and the transport; every start-up error
+//! is exit 2 and one plain line naming the setting (never a host path or
+//! OS text); a relative root is resolved and said once; every command
+//! leaves one audit line.
 
 mod common;
 
@@ -25,39 +26,126 @@ fn the_starting_line_names_the_root_and_the_transport() {
     assert_eq!(starting["transport"], "stdio", "{starting}");
 }
 
-#[test]
-fn a_root_that_cannot_be_opened_is_named_with_its_setting() {
-    let p = Project::new();
-    let missing = p.dir.path().join("no-such-root");
-    let out = std::process::Command::new(common::BIN)
-        .arg("--root")
-        .arg(&missing)
-        .arg("--state-dir")
-        .arg(p.state())
-        .arg("--stdio")
-        .env("XDG_STATE_HOME", p.xdg())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// The one plain line a failed start ends with (log lines may come
+/// before it), after checking exit code 2 and that no host path of the
+/// test (`p.dir`) is in it.
+fn start_error(p: &Project, mut command: std::process::Command) -> String {
+    let out = command.stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("SERVERFS_ROOT"), "{stderr}");
-    assert!(stderr.contains(&*missing.to_string_lossy()), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default().to_owned();
+    assert!(!line.contains(&*p.dir.path().to_string_lossy()), "host path in: {line}");
+    line
 }
 
+/// serverfs-dev run on `root` with the test's state dirs.
+fn with_root(p: &Project, root: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(common::BIN);
+    cmd.arg("--root").arg(root).arg("--state-dir").arg(p.state());
+    cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", p.xdg());
+    cmd
+}
+
+/// Every start-up error: exit 2, one plain line naming the setting, with
+/// the expected form where there is one, never a host path or OS text.
 #[test]
-fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
+fn start_up_errors_name_the_setting_in_one_plain_line() {
     let p = Project::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = p.command().args(["--listen", &addr]).stdin(Stdio::null()).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = p.dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let missing = p.dir.path().join("no-such-dir");
+    let e = "serverfs-dev: config error:";
+    let cases: Vec<(std::process::Command, String)> = vec![
+        (
+            with_root(&p, &missing),
+            format!("{e} SERVERFS_ROOT (--root): the directory does not exist"),
+        ),
+        (with_root(&p, &file), format!("{e} SERVERFS_ROOT (--root): the path is not a directory")),
+        (
+            {
+                let mut c = p.command();
+                c.arg("--command-writable").arg(&missing);
+                c
+            },
+            format!(
+                "{e} SERVERFS_COMMAND_WRITABLE (--command-writable): the path does not exist \
+                 (each must exist)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.arg("--command-readable").arg(format!("/usr,{}", missing.display()));
+                c
+            },
+            format!(
+                "{e} SERVERFS_COMMAND_READABLE (--command-readable): path 2 of 2 does not exist \
+                 (each must exist)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.args(["--listen", "8000"]);
+                c
+            },
+            format!(
+                "{e} SERVERFS_LISTEN (--listen): invalid value '8000': expected HOST:PORT with \
+                 HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790 (a port alone is not \
+                 enough: 127.0.0.1:8000)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.env("SERVERFS_LISTEN", "localhost:18001");
+                c
+            },
+            format!(
+                "{e} SERVERFS_LISTEN (--listen): invalid value 'localhost:18001': expected \
+                 HOST:PORT with HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790 (for \
+                 localhost use 127.0.0.1:18001)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.args(["--listen", &addr]);
+                c
+            },
+            format!(
+                "{e} SERVERFS_LISTEN (--listen): cannot listen on {addr}: the address is already \
+                 in use"
+            ),
+        ),
+    ];
+    for (command, expected) in cases {
+        assert_eq!(start_error(&p, command), expected);
+    }
+}
+
+/// A relative `--root` is resolved against the working directory: the
+/// server starts on the right directory and says so once, without a path.
+#[test]
+fn a_relative_root_is_resolved_and_logged_once() {
+    let p = Project::new();
+    let relative = p.root().strip_prefix(p.dir.path()).unwrap().to_path_buf();
+    let out = with_root(&p, &relative)
+        .current_dir(p.dir.path())
+        .arg("--stdio")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let lines = log_lines(&out.stderr);
-    let error = lines.iter().find(|v| v["event"] == "config_error").expect("a config_error line");
-    let message = error["error"].as_str().unwrap();
-    assert!(message.contains(&addr) && message.contains("SERVERFS_LISTEN"), "{message}");
+    let resolved: Vec<&Value> =
+        lines.iter().filter(|v| v["event"] == "relative_path_resolved").collect();
+    assert_eq!(resolved.len(), 1, "{lines:?}");
+    assert_eq!(resolved[0]["setting"], "SERVERFS_ROOT (--root)");
+    assert!(!resolved[0].to_string().contains(&*p.dir.path().to_string_lossy()));
     let starting = lines.iter().find(|v| v["event"] == "starting").expect("a starting line");
-    assert_eq!(starting["transport"], "http", "{starting}");
+    assert_eq!(starting["root"], p.root().to_string_lossy().as_ref(), "{starting}");
 }
 
 /// Runs bash, one shell_write and a bash that yields over stdio (`env`

@@ -24,7 +24,7 @@ pub(crate) struct Cli {
     pub(crate) command: Option<Command>,
 
     /// HTTP listen address (endpoint /mcp).
-    #[arg(long, env = "SERVERFS_LISTEN", default_value = "127.0.0.1:8000")]
+    #[arg(long, env = "SERVERFS_LISTEN", value_parser = serverfs_settings::listen_address, default_value = "127.0.0.1:8000")]
     pub(crate) listen: SocketAddr,
 
     /// Serve one client on stdin/stdout instead of HTTP.

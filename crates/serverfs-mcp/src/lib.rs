@@ -46,8 +46,7 @@ pub fn run() -> ExitCode {
 }
 
 fn config_error(line: &str) -> ExitCode {
-    eprintln!("serverfs-mcp: config error: {line}");
-    ExitCode::from(2)
+    serverfs_transport::config_error("serverfs-mcp", line)
 }
 
 fn serve(cli: &Cli) -> ExitCode {
@@ -64,6 +63,13 @@ fn serve(cli: &Cli) -> ExitCode {
         for warning in config.warnings() {
             tracing::warn!(event = "config_warning", message = %warning);
         }
+    }
+    for spec in config.workdirs.iter().filter(|s| s.relative) {
+        tracing::info!(
+            event = "relative_path_resolved",
+            workdir = %spec.alias,
+            message = "the path was relative: resolved against the working directory at start",
+        );
     }
     let workdirs = match Workdirs::open(config.workdirs, config.policy) {
         Ok(workdirs) => workdirs,
@@ -97,5 +103,5 @@ fn serve(cli: &Cli) -> ExitCode {
                 .await
         }
     });
-    serverfs_transport::finish(runtime, result)
+    serverfs_transport::finish("serverfs-mcp", runtime, result)
 }

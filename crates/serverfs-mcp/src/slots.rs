@@ -130,6 +130,7 @@ pub(crate) fn slot_specs(
                     description: (!description.is_empty()).then_some(description),
                     host_path: dir,
                     origin: origin.clone(),
+                    relative: false,
                 };
                 specs.push((origin, spec));
             }
@@ -165,13 +166,19 @@ pub(crate) fn arg_specs(
         if specs.iter().any(|s| s.alias == alias) {
             return Err(ConfigError::Workdir(format!("--workdir '{alias}': alias is given twice")));
         }
+        // Resolved once, so the root never depends on a later working
+        // directory; `absolute` fails only on an empty path, refused above.
+        let host_path = std::path::absolute(path).map_err(|_| {
+            ConfigError::Workdir(format!("--workdir '{alias}': the path cannot be resolved"))
+        })?;
         specs.push(WorkdirSpec {
             alias: alias.to_owned(),
             description: None,
-            host_path: path.into(),
-            // The operator typed this path, so errors may name it (slots
-            // never do: their host path is not the operator's input).
-            origin: format!("workdir '{alias}' ({path})"),
+            host_path,
+            // Named by alias only, like a slot: errors and logs never carry
+            // a host path.
+            origin: format!("--workdir '{alias}'"),
+            relative: std::path::Path::new(path).is_relative(),
         });
     }
     for arg in descriptions {

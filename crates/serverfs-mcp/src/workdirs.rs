@@ -23,9 +23,12 @@ pub struct WorkdirSpec {
     pub description: Option<String>,
     /// Where the root is on this host. Never shown to clients.
     pub host_path: std::path::PathBuf,
-    /// How the spec names itself in start-up errors (`slot 03`, `workdir
-    /// 'docs' (/path/typed)`): never a slot's host path.
+    /// How the spec names itself in start-up errors (`slot 03`,
+    /// `--workdir 'docs'`): never a host path.
     pub origin: String,
+    /// Given as a relative path: `host_path` was resolved against the
+    /// working directory at start (logged once, by alias).
+    pub relative: bool,
 }
 
 /// One configured workdir: its alias, description and root.
@@ -156,6 +159,7 @@ mod tests {
             description: None,
             host_path: dir.into(),
             origin: format!("workdir '{alias}'"),
+            relative: false,
         }
     }
 

@@ -26,17 +26,9 @@ fn enable(dir: &Path, n: u32) {
 }
 
 /// Runs the binary to completion (it must fail fast) with `env`; the one
-/// line it printed, which must not name `dir` (slot errors never show host
-/// paths).
+/// line it printed, which must not name `dir` (start-up errors never show
+/// host paths, not even one the operator typed).
 fn run_failing(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
-    let line = run_failing_anywhere(dir, env, args);
-    assert!(!line.contains(&*dir.to_string_lossy()), "host path in: {line}");
-    line
-}
-
-/// [`run_failing`] for settings whose errors may name what the operator
-/// typed (a `--workdir` path).
-fn run_failing_anywhere(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
     let out = Command::new(BIN)
         .args(args)
         .env("SERVERFS_WORKDIRS_DIR", dir)
@@ -54,6 +46,7 @@ fn run_failing_anywhere(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Stri
         .filter(|l| !l.trim().is_empty() && !l.contains(r#""event":"config_warning""#))
         .collect();
     assert_eq!(lines.len(), 1, "expected one line: {stderr}");
+    assert!(!lines[0].contains(&*dir.to_string_lossy()), "host path in: {}", lines[0]);
     lines[0].to_owned()
 }
 
@@ -185,11 +178,56 @@ fn workdir_flag_errors() {
     assert!(run_failing(dir.path(), &[], &["--workdir", "bad alias=/tmp"]).contains("invalid"));
     let missing_path = dir.path().join("missing");
     let missing = format!("m={}", missing_path.display());
-    let line = run_failing_anywhere(dir.path(), &[], &["--workdir", &missing]);
-    assert!(line.contains("workdir 'm'"), "{line}");
-    assert!(line.contains(&*missing_path.to_string_lossy()), "the typed path: {line}");
+    let line = run_failing(dir.path(), &[], &["--workdir", &missing]);
+    assert_eq!(line, "serverfs-mcp: config error: --workdir 'm': the directory does not exist");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let line = run_failing(dir.path(), &[], &["--workdir", &format!("f={}", file.display())]);
+    assert_eq!(line, "serverfs-mcp: config error: --workdir 'f': the path is not a directory");
     std::fs::write(real.join(SENTINEL), "").unwrap();
-    assert!(run_failing_anywhere(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+    assert!(run_failing(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+}
+
+/// `--listen` errors show the expected form, with what to type instead.
+#[test]
+fn listen_errors_show_the_expected_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let workdir = format!("a={}", real.display());
+    for (value, hint) in [
+        ("8000", "(a port alone is not enough: 127.0.0.1:8000)"),
+        ("localhost:18001", "(for localhost use 127.0.0.1:18001)"),
+        ("example.org:80", "(a host name is not resolved; give its address)"),
+        ("nonsense", "[::1]:8790"),
+    ] {
+        let line = run_failing(dir.path(), &[], &["--workdir", &workdir, "--listen", value]);
+        let start = format!(
+            "serverfs-mcp: config error: SERVERFS_LISTEN (--listen): invalid value '{value}': \
+             expected HOST:PORT with HOST an IP address, e.g. 127.0.0.1:8790"
+        );
+        assert!(line.starts_with(&start) && line.ends_with(hint), "{line}");
+    }
+}
+
+/// A relative `--workdir` path is resolved against the working directory
+/// and said once at INFO, by alias, without the path.
+#[test]
+fn a_relative_workdir_is_resolved_and_logged_by_alias() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir.path());
+    let (child, log) =
+        start_logged_from(cmd, &["--workdir", "d=docs", "--listen", "127.0.0.1:0"], &[]);
+    log.wait_for(std::time::Duration::from_secs(20), |v| v["event"] == "listening");
+    stop(child);
+    let lines = log.lines();
+    let resolved: Vec<_> =
+        lines.iter().filter(|v| v["event"] == "relative_path_resolved").collect();
+    assert_eq!(resolved.len(), 1, "{lines:?}");
+    assert_eq!(resolved[0]["workdir"], "d", "{}", resolved[0]);
+    assert!(!resolved[0].to_string().contains(&*dir.path().to_string_lossy()), "{}", resolved[0]);
 }
 
 /// Run with nothing (no --workdir, no slot directory): the one line says
@@ -259,7 +297,16 @@ async fn configured_deny_globs_deny_what_they_name() {
 
 /// The server started with `args` and `env`, and its whole log.
 fn start_logged(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, Log) {
-    let mut child = Command::new(BIN)
+    start_logged_from(Command::new(BIN), args, env)
+}
+
+/// [`start_logged`] from `command` (the binary, e.g. in another directory).
+fn start_logged_from(
+    mut command: Command,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, Log) {
+    let mut child = command
         .args(args)
         .env_remove("SERVERFS_TOKEN")
         .envs(env.iter().copied())
@@ -354,7 +401,13 @@ fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let line = stderr.lines().find(|l| l.contains(r#""event":"config_error""#)).expect("a line");
-    assert!(line.contains(&addr) && line.contains("SERVERFS_LISTEN"), "{line}");
-    assert!(line.contains("already in use"), "{line}");
+    // One plain line, like every other start-up error (log lines before it).
+    let line = stderr.lines().last().unwrap_or_default();
+    assert_eq!(
+        line,
+        format!(
+            "serverfs-mcp: config error: SERVERFS_LISTEN (--listen): cannot listen on {addr}: \
+             the address is already in use"
+        )
+    );
 }

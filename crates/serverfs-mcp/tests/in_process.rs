@@ -17,6 +17,7 @@ async fn connect(dir: &std::path::Path) -> rmcp::service::RunningService<rmcp::R
         description: Some("fixture".into()),
         host_path: dir.to_path_buf(),
         origin: "workdir 'w'".into(),
+        relative: false,
     };
     let workdirs = Workdirs::open(vec![spec], Policy::new(false, &[]).unwrap()).unwrap();
     let fs = Arc::new(ReadOnlyFs::new(workdirs, Limits::default()));

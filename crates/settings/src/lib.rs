@@ -428,10 +428,46 @@ pub fn parse_or_exit<C: Parser>(program: &str) -> C {
                 .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))
                 .and_then(|a| a.get_env().map(|v| v.to_string_lossy().into_owned()));
             let setting = env.map_or(flag.clone(), |env| format!("{env} ({flag})"));
-            eprintln!("{program}: config error: {setting}: invalid value '{value}'");
+            // A value parser's own reason (e.g. the expected form) beats
+            // clap's generic one.
+            let why = match e.kind() {
+                ErrorKind::ValueValidation => {
+                    std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default()
+                }
+                _ => String::new(),
+            };
+            eprintln!("{program}: config error: {setting}: invalid value '{value}'{why}");
             std::process::exit(2);
         }
         Err(e) => e.exit(),
+    }
+}
+
+/// A listen address: `HOST:PORT` where HOST is an IP address (IPv6 in
+/// brackets). Names are refused rather than resolved: `localhost` may mean
+/// 127.0.0.1 or ::1, and which one would be a guess.
+///
+/// # Errors
+/// The expected form, with an example, and what to use instead of a name.
+pub fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
+    const FORM: &str =
+        "expected HOST:PORT with HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790";
+    if let Ok(address) = value.parse() {
+        return Ok(address);
+    }
+    if value.parse::<u16>().is_ok() {
+        return Err(format!("{FORM} (a port alone is not enough: 127.0.0.1:{value})"));
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+            let hint = if host.eq_ignore_ascii_case("localhost") {
+                format!(" (for localhost use 127.0.0.1:{port})")
+            } else {
+                " (a host name is not resolved; give its address)".to_owned()
+            };
+            Err(format!("{FORM}{hint}"))
+        }
+        _ => Err(FORM.to_owned()),
     }
 }
 

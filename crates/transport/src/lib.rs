@@ -47,8 +47,10 @@ pub fn runtime(blocking_threads: usize) -> std::io::Result<tokio::runtime::Runti
 /// Ends a server: shuts `runtime` down (a blocking read of a closed stdin
 /// must not hold the process open), logs how serving ended, and gives the
 /// exit code: 2 for an address that cannot be listened on (a
-/// configuration error, [`ListenError`]), 1 for other failures.
+/// configuration error, [`ListenError`], said as [`config_error`] says
+/// every other start-up error), 1 for other failures.
 pub fn finish(
+    program: &str,
     runtime: tokio::runtime::Runtime,
     served: std::io::Result<()>,
 ) -> std::process::ExitCode {
@@ -59,10 +61,7 @@ pub fn finish(
             std::process::ExitCode::SUCCESS
         }
         Err(e) => match e.get_ref().and_then(|inner| inner.downcast_ref::<ListenError>()) {
-            Some(listen) => {
-                tracing::error!(event = "config_error", error = %listen);
-                std::process::ExitCode::from(2)
-            }
+            Some(listen) => return config_error(program, &listen.to_string()),
             None => {
                 tracing::error!(event = "failed", error = %e);
                 std::process::ExitCode::FAILURE
@@ -71,6 +70,16 @@ pub fn finish(
     };
     flush_logs(std::time::Duration::from_secs(1));
     code
+}
+
+/// Ends start-up with a configuration error: the log lines queued so far,
+/// then one plain line `<program>: config error: <line>` on stderr, exit
+/// code 2. Never a panic if stderr is gone.
+pub fn config_error(program: &str, line: &str) -> std::process::ExitCode {
+    use std::io::Write;
+    flush_logs(std::time::Duration::from_secs(1));
+    let _ = writeln!(std::io::stderr(), "{program}: config error: {line}");
+    std::process::ExitCode::from(2)
 }
 
 /// Cancels `shutdown` on SIGTERM or SIGINT (the HTTP server then drains).

@@ -24,10 +24,6 @@ use serverfs_transport::{Auth, HttpConfig};
 /// Host names `/mcp` answers to unless configured.
 const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
-/// Largest file read_file, write_file and apply_patch work on by default
-/// (256 KiB).
-pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 262_144;
-
 /// Paths no file tool of serverfs-dev serves, beside the built-in
 /// credential rules: `.git` internals at any depth (use `git` through a
 /// command), and the writer's temporaries and backups, which exist only
@@ -61,7 +57,7 @@ pub(crate) struct Cli {
     pub(crate) log_level: String,
 
     /// Largest file read_file reads and write_file/apply_patch write or replace, in bytes.
-    #[arg(long, env = "SERVERFS_MAX_FILE_BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
+    #[arg(long, env = "SERVERFS_MAX_FILE_BYTES", default_value_t = serverfs_write::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
 
     /// bash and shell sessions: policy, cap, sandbox, audit text.

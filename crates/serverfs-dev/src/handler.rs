@@ -30,8 +30,8 @@ use serverfs_exec::{
 use serverfs_tools::args::PublishedSchemas;
 use serverfs_tools::schema::{
     FindFilesArgs, FindFilesResult, ListDirectoryArgs, ListDirectoryResult, ReadTextFileArgs,
-    ReadTextFileResult, SearchTextArgs, SearchTextResult, input_schema, output_schema,
-    publish_configured_maxima,
+    ReadTextFileResult, SearchTextArgs, SearchTextResult, bytes_text, input_schema, output_schema,
+    publish_configured_maxima, publish_in_descriptions,
 };
 use serverfs_tools::{
     Answer, Args, CallClass, CallLog, Concurrency, Effects, ReadFileArgs, ReadFileResult, Reported,
@@ -147,6 +147,15 @@ impl DevServer {
             router += Capability::Links.stamp(Self::links_router());
         }
         publish_configured_maxima(&mut router, project.tools().limits());
+        let patch = serverfs_write::PatchLimits::default();
+        publish_in_descriptions(
+            &mut router,
+            &[
+                ("%MAX_FILE_BYTES%", bytes_text(project.max_file_bytes())),
+                ("%MAX_PATCH_BYTES%", bytes_text(patch.max_patch_bytes as u64)),
+                ("%MAX_PATCH_OPERATIONS%", patch.max_operations.to_string()),
+            ],
+        );
         router
     }
 }
@@ -223,7 +232,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name (text/plain for UTF-8 text whose name says nothing). sha256: true also gives the SHA-256 of a file of up to 256 KiB.",
+        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name (text/plain for UTF-8 text whose name says nothing). sha256: true also gives the SHA-256 of a file of up to %MAX_FILE_BYTES%.",
         input_schema = input_schema::<StatArgs>(),
         output_schema = output_schema::<StatResult>(),
         title = "Stat file",
@@ -243,7 +252,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to 256 KiB; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch. A PNG, JPEG, GIF or WebP image (up to 4 MiB) is shown to you as an image instead; other binary files are BINARY_FILE (move them with file_link).",
+        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to %MAX_FILE_BYTES%; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch. A PNG, JPEG, GIF or WebP image (up to 4 MiB) is shown to you as an image instead; other binary files are BINARY_FILE (move them with file_link).",
         input_schema = input_schema::<ReadFileArgs>(),
         output_schema = output_schema::<ReadFileResult>(),
         title = "Read file",
@@ -262,7 +271,7 @@ impl DevServer {
 #[tool_router(router = files_router)]
 impl DevServer {
     #[tool(
-        description = "Write a whole file of the project atomically (a reader sees the old or the new file, never a mix). mode create (default) refuses an existing path; overwrite creates or replaces, keeping the file's permissions. Missing parent directories are created. Give content (text) or content_base64 (bytes). Never writes through a symlink. For edits of existing files prefer apply_patch.",
+        description = "Write a whole file of the project atomically (a reader sees the old or the new file, never a mix). mode create (default) refuses an existing path; overwrite creates or replaces, keeping the file's permissions. Missing parent directories are created. Give content (text) or content_base64 (bytes), at most %MAX_FILE_BYTES%. Never writes through a symlink. For edits of existing files prefer apply_patch.",
         input_schema = input_schema::<WriteFileArgs>(),
         output_schema = output_schema::<WriteFileResult>(),
         title = "Write file",
@@ -277,7 +286,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM, a missing final newline and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created. The patch may be wrapped as apply_patch <<'EOF' … EOF or cd <dir> && apply_patch <<'EOF' … EOF (paths then inside <dir>).\nRefused, unlike Codex (nothing is written):\n- a failing hunk or file anywhere: nothing is applied, not the files before it\n- *** Add File: onto an existing file (ALREADY_EXISTS; use *** Update File)\n- *** Move to: onto an existing file (ALREADY_EXISTS)\n- a hunk with no '-' or '+' line, even with a Move (PATCH_SYNTAX)\n- context matching several places (PATCH_CONTEXT_AMBIGUOUS; add context)\n- a hunk matched only by ignoring indentation whose '+' lines cannot be re-indented consistently to the file's (PATCH_INDENTATION_AMBIGUOUS; when they can, they are, and the answer says 're-indented to tabs')\n- hunks out of file order or overlapping (PATCH_CONTEXT_NOT_FOUND)\n- the same file twice in one patch (PATCH_CONFLICT)\n- absolute paths, paths leaving the project root, symlinks, non-UTF-8 files\n- other shell wrappers (cd dir;, ||, pipes, extra arguments: PATCH_SYNTAX)\n- over 1 MiB or 64 file operations (PATCH_TOO_LARGE), files over the size cap",
+        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM, a missing final newline and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created. The patch may be wrapped as apply_patch <<'EOF' … EOF or cd <dir> && apply_patch <<'EOF' … EOF (paths then inside <dir>).\nRefused, unlike Codex (nothing is written):\n- a failing hunk or file anywhere: nothing is applied, not the files before it\n- *** Add File: onto an existing file (ALREADY_EXISTS; use *** Update File)\n- *** Move to: onto an existing file (ALREADY_EXISTS)\n- a hunk with no '-' or '+' line, even with a Move (PATCH_SYNTAX)\n- context matching several places (PATCH_CONTEXT_AMBIGUOUS; add context)\n- a hunk matched only by ignoring indentation whose '+' lines cannot be re-indented consistently to the file's (PATCH_INDENTATION_AMBIGUOUS; when they can, they are, and the answer says 're-indented to tabs')\n- hunks out of file order or overlapping (PATCH_CONTEXT_NOT_FOUND)\n- the same file twice in one patch (PATCH_CONFLICT)\n- absolute paths, paths leaving the project root, symlinks, non-UTF-8 files\n- other shell wrappers (cd dir;, ||, pipes, extra arguments: PATCH_SYNTAX)\n- over %MAX_PATCH_BYTES% or %MAX_PATCH_OPERATIONS% file operations (PATCH_TOO_LARGE), files over %MAX_FILE_BYTES%",
         input_schema = input_schema::<ApplyPatchArgs>(),
         output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",

@@ -39,6 +39,11 @@ impl Project {
         &self.tools
     }
 
+    /// The largest file read whole or written (`--max-file-bytes`).
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
     /// The writer (writes, patches and uploads are committed through it).
     pub fn writer(&self) -> &Arc<Writer> {
         &self.writer

@@ -226,3 +226,37 @@ fn a_state_dir_inside_the_root_is_refused_at_start() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!p.path("state/journal").exists());
 }
+
+/// Tool descriptions state the configured file cap, not a default: a
+/// client reading `tools/list` of a server started with a larger
+/// `--max-file-bytes` sees that size, and no placeholder is left.
+#[tokio::test]
+async fn descriptions_state_the_configured_file_cap() {
+    let p = Project::new();
+    let mut cmd = tokio::process::Command::from(p.command());
+    cmd.args(["--stdio", "--max-file-bytes", "1048576"]).stderr(std::process::Stdio::null());
+    let client = common::serve(cmd).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let description = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).expect(name);
+        tool.description.as_deref().unwrap_or_default().to_owned()
+    };
+    assert!(
+        description("read_file").contains("Files up to 1 MiB;"),
+        "{}",
+        description("read_file")
+    );
+    assert!(description("stat_file").contains("of a file of up to 1 MiB."));
+    assert!(description("write_file").contains("at most 1 MiB."));
+    assert!(
+        description("apply_patch")
+            .contains("over 1 MiB or 64 file operations (PATCH_TOO_LARGE), files over 1 MiB"),
+        "{}",
+        description("apply_patch")
+    );
+    for tool in &tools {
+        let text = tool.description.as_deref().unwrap_or_default();
+        assert!(!text.contains("256 KiB") && !text.contains('%'), "{}: {text}", tool.name);
+    }
+    client.cancel().await.unwrap();
+}

@@ -80,6 +80,37 @@ pub fn publish_configured_maxima<S>(
     }
 }
 
+/// Writes configured values into `router`'s tool descriptions: every
+/// `placeholder` (e.g. `%MAX_FILE_BYTES%`) in a description becomes its
+/// text, so a description never states a size the configuration changed.
+pub fn publish_in_descriptions<S>(
+    router: &mut rmcp::handler::server::router::tool::ToolRouter<S>,
+    values: &[(&str, String)],
+) {
+    for route in router.map.values_mut() {
+        let Some(description) = route.attr.description.as_mut() else { continue };
+        if values.iter().any(|(placeholder, _)| description.contains(placeholder)) {
+            let mut text = description.to_string();
+            for (placeholder, value) in values {
+                text = text.replace(placeholder, value);
+            }
+            *description = text.into();
+        }
+    }
+}
+
+/// A byte count as a person writes it: `256 KiB`, `1 MiB`, else `1000
+/// bytes`.
+pub fn bytes_text(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    match bytes {
+        b if b >= KIB * KIB && b % (KIB * KIB) == 0 => format!("{} MiB", b / (KIB * KIB)),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        1 => "1 byte".to_owned(),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// The `outputSchema` of a tool whose structured result is `T` (what `T`
 /// serialises to).
 pub fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
@@ -543,4 +574,18 @@ pub struct StatFileResult {
     /// Best guess from the name for files (text/plain for UTF-8 text whose
     /// name says nothing); null otherwise.
     pub mime_type: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_are_written_as_people_write_them() {
+        assert_eq!(bytes_text(262_144), "256 KiB");
+        assert_eq!(bytes_text(1 << 20), "1 MiB");
+        assert_eq!(bytes_text(1536 * 1024), "1536 KiB");
+        assert_eq!(bytes_text(1000), "1000 bytes");
+        assert_eq!(bytes_text(1), "1 byte");
+    }
 }

@@ -64,6 +64,7 @@ pub use file_tool::{ApplyPatchArgs, WriteFileArgs, WriteFileResult, WriteMode};
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
 pub use patch::{FilePlan, HunkMatch, PatchReport};
+pub use serverfs_patch::PatchLimits;
 pub use state_dir::{Reach, default_state_dir, prepare_state_dir};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,

@@ -178,7 +178,11 @@ fn the_start_up_log_says_which_protections_are_active() {
     // No Landlock at all (simulated): refused, naming the way out.
     let (log, ok) = start_up(&p, &[], &[("SERVERFS_SANDBOX_MAX_ABI", "0")]);
     assert!(!ok && log.contains("--sandbox off"), "{log}");
-    // A writable path that does not exist is refused too.
+    // A writable path that does not exist is refused too, by its setting.
     let (log, ok) = start_up(&p, &["--command-writable", "/does/not/exist"], &[]);
-    assert!(!ok && log.contains("/does/not/exist"), "{log}");
+    assert!(
+        !ok && log
+            .contains("SERVERFS_COMMAND_WRITABLE (--command-writable): the path does not exist"),
+        "{log}"
+    );
 }

@@ -129,17 +129,17 @@ pub(crate) fn describe(file: &[&str], block: &[&str], region: Region) -> String 
     if let Some(j) = differing {
         let (file_line, patch_line) = (file[start + j], block[j]);
         hint.push_str(&format!(
-            "; line {} differs at column {}: {}. The file's lines there:",
+            "; line {} differs at column {}: {}. The file there:",
             start + j + 1,
             first_difference(file_line, patch_line),
             difference_words(file_line, patch_line),
         ));
         let shown = (start + j).saturating_sub(SHOWN_AROUND).max(start)
             ..(start + j + SHOWN_AROUND + 1).min(end);
-        for i in shown {
-            hint.push_str(&format!("\n  {}: {}", i + 1, clip(file[i])));
-        }
-        hint.push_str(&format!("\n  patch: {}", clip(patch_line)));
+        // One line: error messages never contain a line break.
+        let lines: Vec<String> =
+            shown.map(|i| format!("line {} {}", i + 1, clip(file[i]))).collect();
+        hint.push_str(&format!(" {}; the patch: {}", lines.join(", "), clip(patch_line)));
     }
     bound(hint)
 }
@@ -237,8 +237,8 @@ mod tests {
         assert_eq!(
             hint,
             "the closest place is lines 1-2 (1 of 2 lines equal ignoring whitespace); line 2 \
-             differs at column 11: the file has '\"' where the patch has '\\''. The file's lines \
-             there:\n  1: \"def f():\"\n  2: \"    print(\\\"hi\\\")\"\n  patch: \"    print('hi')\""
+             differs at column 11: the file has '\"' where the patch has '\\''. The file there: \
+             line 1 \"def f():\", line 2 \"    print(\\\"hi\\\")\"; the patch: \"    print('hi')\""
         );
         let hint = describe(&["a = 1"], &["a  = 1"], Region { start: 0, equal: 0 });
         assert!(
@@ -256,6 +256,7 @@ mod tests {
         let block = [long.as_str(), other.as_str(), long.as_str()];
         let hint = describe(&file, &block, Region { start: 0, equal: 2 });
         assert!(hint.len() <= HINT_BYTES, "{}", hint.len());
+        assert!(!hint.contains('\n'), "{hint}");
         let wide = "é".repeat(1_000);
         let hint = bound(wide);
         assert!(hint.len() <= HINT_BYTES && hint.ends_with('…'));

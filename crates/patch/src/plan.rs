@@ -239,6 +239,14 @@ pub fn plan_update_until(
     Ok(Planned { bytes, hunks: reports })
 }
 
+/// The lines of `body` the file must have: context and `-` lines.
+fn old_lines(body: &[HunkLine]) -> impl Iterator<Item = &str> + Clone {
+    body.iter().filter_map(|l| match l {
+        HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
+        HunkLine::Add(_) => None,
+    })
+}
+
 /// `lines` without its trailing empty context lines.
 fn without_trailing_blank(lines: &[HunkLine]) -> &[HunkLine] {
     let keep = lines
@@ -606,13 +614,7 @@ impl Where<'_> {
         cursor: usize,
         body: &'h [HunkLine],
     ) -> Result<Placed<'h>, PatchError> {
-        let old: Vec<&str> = body
-            .iter()
-            .filter_map(|l| match l {
-                HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
-                HunkLine::Add(_) => None,
-            })
-            .collect();
+        let old: Vec<&str> = old_lines(body).collect();
         if old.is_empty() {
             let hunk = self.hunk;
             let at = if hunk.contexts.is_empty() || hunk.end_of_file {
@@ -674,11 +676,7 @@ impl Where<'_> {
         }
         let style = search.style()?;
         let lines = search.lines;
-        let old = body.iter().filter_map(|l| match l {
-            HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
-            HunkLine::Add(_) => None,
-        });
-        let pairs = lines[start..].iter().map(|l| l.content).zip(old);
+        let pairs = lines[start..].iter().map(|l| l.content).zip(old_lines(body));
         let hunk = body.iter().map(|l| match l {
             HunkLine::Context(t) | HunkLine::Remove(t) | HunkLine::Add(t) => t.as_str(),
         });

@@ -1,0 +1,75 @@
+//! What the auth layer logs when it refuses: the reason at INFO, never a
+//! credential.
+//!
+//! This is its own test binary because it captures logs with a thread-scoped
+//! subscriber, and tracing caches each callsite's interest process-wide. While
+//! that subscriber is the only one registered, tracing-core 0.1.36 computes a
+//! callsite's interest from the default of whichever thread first reaches it
+//! (`Rebuilder::JustOne`). A test on another thread that refuses first, with no
+//! subscriber, caches "never" for the refusal event, and this test would then
+//! capture nothing (it failed that way in CI once). Alone in its process, the
+//! callsites are first reached here.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serverfs_auth::combined;
+use serverfs_transport::BearerAuth;
+use support::*;
+
+/// Log lines written while `f` runs on this thread.
+async fn logs_of<F: std::future::Future<Output = ()>>(f: F) -> String {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    f.await;
+    drop(guard);
+    String::from_utf8(sink.0.lock().unwrap().clone()).unwrap()
+}
+
+#[tokio::test]
+async fn refusals_are_logged_at_info_with_the_reason_never_the_token() {
+    let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
+    let auth =
+        combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
+    let app = app(auth);
+    let expired = sign(KEY_A, "kid-a", &{
+        let mut c = claims();
+        c["exp"] = serde_json::json!(now() - 120);
+        c
+    });
+    let wrong_bearer = "Bearer not-the-token-but-secret-looking";
+    let logs = logs_of(async {
+        let headers: Headers<'_> =
+            &[("authorization", wrong_bearer), ("cf-access-jwt-assertion", &expired)];
+        assert_refused(call(&app, headers).await, "wrong bearer, expired Access token");
+    })
+    .await;
+    assert!(logs.contains("\"level\":\"INFO\""), "{logs}");
+    assert!(logs.contains("auth_refused"), "{logs}");
+    assert!(logs.contains("invalid bearer credentials"), "{logs}");
+    assert!(logs.contains("Access token expired"), "{logs}");
+    assert!(!logs.contains("not-the-token"), "bearer value logged: {logs}");
+    for part in expired.split('.') {
+        assert!(!logs.contains(part), "Access token logged: {logs}");
+    }
+    assert!(!logs.contains(EMAIL), "unverified claim logged: {logs}");
+}

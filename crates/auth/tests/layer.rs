@@ -2,6 +2,7 @@
 //! and/or Access, `serverfs_auth::combined`), through a real axum router; and its place in front of serverfs-transport's `/mcp` router,
 //! where it must refuse before any body byte is read.
 
+mod router;
 mod support;
 
 use std::pin::Pin;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode};
+use router::*;
 use serverfs_auth::combined;
 use serverfs_transport::{BearerAuth, McpOptions, Principal, mcp_router};
 use support::*;

@@ -10,11 +10,13 @@
 //! capture nothing (it failed that way in CI once). Alone in its process, the
 //! callsites are first reached here.
 
+mod router;
 mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use router::*;
 use serverfs_auth::combined;
 use serverfs_transport::BearerAuth;
 use support::*;

@@ -1,6 +1,5 @@
 //! Test fixtures: a JWKS server on 127.0.0.1 that counts its fetches and can
-//! rotate keys, the two committed test keys, token minting, and a router
-//! behind the auth layer to call.
+//! rotate keys, the two committed test keys, and token minting.
 
 #![allow(dead_code, unreachable_pub)] // each test file uses part of this
 
@@ -8,19 +7,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::Router;
 use axum::extract::State;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Extension, Router};
+use axum::routing::get;
 use base64::Engine as _;
 use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use serverfs_auth::{AccessConfig, AccessJwt};
-use serverfs_transport::{Auth, Principal};
-use tower::ServiceExt as _;
 
 pub const TEAM: &str = "testteam";
 pub const ISSUER: &str = "https://testteam.cloudflareaccess.com";
@@ -158,41 +154,4 @@ pub fn sign_hs256(secret: &[u8], kid: &str, claims: &Value) -> String {
 pub fn unsigned(header: &Value, claims: &Value) -> String {
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     format!("{}.{}.", b64.encode(header.to_string()), b64.encode(claims.to_string()))
-}
-
-/// The bearer token the layer tests configure.
-pub const TOKEN: &str = "0123456789abcdef0123456789abcdef";
-
-async fn who(Extension(principal): Extension<Principal>) -> String {
-    principal.to_string()
-}
-
-/// A router whose `/mcp` answers the principal, behind `auth`.
-pub fn app(auth: Auth) -> Router {
-    Router::new().route("/mcp", post(who)).route_layer(auth)
-}
-
-/// Request headers as (name, value) pairs.
-pub type Headers<'a> = &'a [(&'a str, &'a str)];
-
-/// One POST to `/mcp`: status, body, and whether a `WWW-Authenticate` came back.
-pub async fn call(app: &Router, headers: Headers<'_>) -> (StatusCode, String, bool) {
-    let mut request = Request::post("/mcp");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = app.clone().oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
-    let status = response.status();
-    let challenge = response.headers().contains_key(header::WWW_AUTHENTICATE);
-    let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap(), challenge)
-}
-
-/// The one refusal body, whatever the reason.
-pub const REFUSED: &str = "401 Unauthorized: missing or invalid credentials\n";
-
-pub fn assert_refused((status, body, challenge): (StatusCode, String, bool), what: &str) {
-    assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}");
-    assert_eq!(body, REFUSED, "{what}");
-    assert!(!challenge, "{what}: no WWW-Authenticate");
 }

@@ -30,10 +30,16 @@ use serde::{Deserialize, Serialize};
 use serverfs_core::{FsError, Reported, Root, ToText};
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    ChildEnv, CommandConfig, CommandSpec, Limiter, Outcome, Owner, Policy, ProgressFn, ReadOutput,
-    SandboxConfig, SessionConfig, SessionInfo, Sessions, Supervisor,
+use crate::launch::{ChildEnv, Supervisor};
+use crate::limit::{DEFAULT_MAX_WAIT, Limiter};
+use crate::output::ReadOutput;
+use crate::policy::Policy;
+use crate::run::{
+    CommandSpec, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, Outcome, ProgressFn, check_seconds,
 };
+use crate::sandbox::SandboxConfig;
+use crate::session::{Owner, SessionConfig, SessionInfo, Sessions};
+use crate::settings::CommandConfig;
 
 /// What runs commands: the supervisor to start them under, the cap, the
 /// sessions and the policy. One per server.
@@ -55,7 +61,7 @@ impl Commands {
     /// session reaper starts here).
     pub fn new(supervisor: Supervisor, config: CommandConfig) -> Self {
         let CommandConfig { policy, max_concurrent, sandbox, audit_text } = config;
-        let limiter = Limiter::new(max_concurrent, max_concurrent * 4, crate::DEFAULT_MAX_WAIT);
+        let limiter = Limiter::new(max_concurrent, max_concurrent * 4, DEFAULT_MAX_WAIT);
         let mut cfg = SessionConfig::new(supervisor.clone());
         cfg.sandbox = sandbox.clone();
         let sessions = Sessions::new(cfg);
@@ -95,11 +101,11 @@ impl Commands {
         progress: Option<ProgressFn>,
     ) -> Result<Outcome, FsError> {
         self.policy.check(&args.command)?;
-        let timeout_seconds = args.timeout_seconds.unwrap_or(crate::DEFAULT_TIMEOUT_SECS);
-        crate::check_seconds("timeout_seconds", timeout_seconds)?;
-        let yield_after = crate::check_seconds(
+        let timeout_seconds = args.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        check_seconds("timeout_seconds", timeout_seconds)?;
+        let yield_after = check_seconds(
             "yield_after_seconds",
-            args.yield_after_seconds.unwrap_or(crate::DEFAULT_YIELD_SECS),
+            args.yield_after_seconds.unwrap_or(DEFAULT_YIELD_SECS),
         )?;
         let _slot = self.limiter.acquire().await?;
         // Kept open until the command has started in it.

@@ -1,15 +1,17 @@
-//! The server's side of a supervisor: starting one, and stopping one
-//! without ever killing it before it has killed its tree.
-
-use std::ffi::{OsStr, OsString};
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+//! The server's side of a supervisor: how to start one ([`Supervisor`]),
+//! the command's environment and private `TMPDIR`, the supervisor started
+//! ahead of its command, and the sweep of orphans a dead supervisor left.
+//! Stopping and ending one is the driver's (see `driver`).
 
 use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use rustix::process::{
     Pid, Signal, WaitOptions, getpid, kill_process, set_child_subreaper, waitpid,
@@ -18,12 +20,53 @@ use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
 use crate::children;
+use crate::protocol::{Order, PROTOCOL};
 use crate::sandbox::SandboxConfig;
-use crate::supervisor::Supervisor;
 
-/// How long a supervisor gets to kill its tree and exit after its control
-/// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How the server starts a supervisor: a program and the arguments that
+/// select the hidden subcommand.
+///
+/// serverfs-dev ships the supervisor as a small program of its own,
+/// `serverfs-dev-supervisor` (`Supervisor::new(path, [])`: a command starts
+/// faster when the supervisor is not the whole server binary), and falls
+/// back to `Supervisor::new(std::env::current_exe()?, ["__supervise"])`,
+/// calling [`crate::supervisor::supervise_main`] when it sees that
+/// subcommand.
+///
+/// Clones share one supervisor started ahead of its command (see
+/// [`Order`]): a `bash` call takes it and starts the next, so a command
+/// does not wait for a supervisor to start. Use a `Supervisor` within one
+/// tokio runtime.
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    program: PathBuf,
+    prefix: Vec<OsString>,
+    ready: Arc<Mutex<Option<Ready>>>,
+}
+
+impl Supervisor {
+    /// `program` followed by `prefix` must end up in
+    /// [`crate::supervisor::supervise_main`] with the remaining arguments.
+    pub fn new<I, S>(program: impl Into<PathBuf>, prefix: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            program: program.into(),
+            prefix: prefix.into_iter().map(Into::into).collect(),
+            ready: Arc::default(),
+        }
+    }
+
+    /// A command line for the supervisor with the sandbox options and
+    /// `mode`; stdio, cwd and env are set by the caller.
+    fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.prefix).arg(PROTOCOL).args(sandbox).args(mode);
+        cmd
+    }
+}
 
 /// The environment of a command: `PATH`, `HOME`, `LANG`, and `TMPDIR`
 /// naming the command's own private directory; nothing else (the server's
@@ -110,6 +153,11 @@ pub(crate) async fn sweep_orphans(trusted_end: bool) {
     if !ADOPTING.load(Ordering::Acquire) {
         return;
     }
+    // It reads /proc and sleeps between rounds: not on an async worker.
+    let _ = tokio::task::spawn_blocking(move || sweep_orphans_now(trusted_end)).await;
+}
+
+fn sweep_orphans_now(trusted_end: bool) {
     for _ in 0..2000 {
         let found: Vec<Pid> = {
             let live = supervisors();
@@ -127,7 +175,7 @@ pub(crate) async fn sweep_orphans(trusted_end: bool) {
         if found.is_empty() {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        std::thread::sleep(Duration::from_millis(5));
         for pid in found {
             // A specific pid: never steals the status of tokio's children.
             let _ = waitpid(Some(pid), WaitOptions::NOHANG);
@@ -142,7 +190,7 @@ pub(crate) struct Spawned {
     /// Non-blocking, and not watched by the runtime: a command's run only
     /// shuts its writing down (the stop) and reads the status line once
     /// the supervisor has exited (a session makes it asynchronous).
-    pub(crate) control: std::os::unix::net::UnixStream,
+    pub(crate) control: UnixStream,
     pub(crate) tmp: PrivateTmp,
 }
 
@@ -164,14 +212,28 @@ impl PrivateTmp {
             .map_err(|e| internal("Could not create TMPDIR", e))?;
         Ok(Self(path))
     }
+
+    /// Removes the directory on a blocking thread (a command can leave a
+    /// large tree in it), and returns once it is gone.
+    pub(crate) async fn remove(mut self) {
+        let path = std::mem::take(&mut self.0);
+        let _ = tokio::task::spawn_blocking(move || remove_tmp(&path)).await;
+    }
 }
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        // Most commands leave it empty: one rmdir then.
-        if std::fs::remove_dir(&self.0).is_err() {
-            let _ = std::fs::remove_dir_all(&self.0);
+        // Not removed by `remove` (an early return): remove it here.
+        if !self.0.as_os_str().is_empty() {
+            remove_tmp(&self.0);
         }
+    }
+}
+
+fn remove_tmp(path: &Path) {
+    // Most commands leave it empty: one rmdir then.
+    if std::fs::remove_dir(path).is_err() {
+        let _ = std::fs::remove_dir_all(path);
     }
 }
 
@@ -262,7 +324,7 @@ pub(crate) struct Ready {
     /// The supervisor, our end of its channel and the command's private
     /// `TMPDIR` (made ahead too: a directory costs a journalled write),
     /// until handed over.
-    started: Option<(Child, std::os::unix::net::UnixStream, PrivateTmp)>,
+    started: Option<(Child, UnixStream, PrivateTmp)>,
     env: ChildEnv,
     sandbox: Option<SandboxConfig>,
 }
@@ -332,7 +394,7 @@ impl Ready {
         let Some((_, control, tmp)) = self.started.as_ref() else {
             return HandOver::NotSent;
         };
-        let order = crate::supervisor::Order::encode(&tmp.0, command);
+        let order = Order::encode(&tmp.0, command);
         let fds = [dir.as_fd()];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
@@ -361,9 +423,12 @@ impl Ready {
 impl Drop for Ready {
     fn drop(&mut self) {
         // Unused: it exits at the end of its channel, and is no longer one
-        // of the supervisors the orphan sweep spares.
-        if let Some((child, _, _)) = &self.started {
+        // of the supervisors the orphan sweep spares. It has started
+        // nothing yet, so killing it leaves nothing behind; a supervisor
+        // that does not end at its channel's end (not ours) ends anyway.
+        if let Some((child, _, _)) = &mut self.started {
             reaped(child.id());
+            let _ = child.start_kill();
         }
     }
 }
@@ -381,9 +446,9 @@ fn start(
     tmpdir: Option<&Path>,
     stdout: Stdio,
     stderr: Stdio,
-) -> Result<(Child, std::os::unix::net::UnixStream), FsError> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| internal("Could not create the control channel", e))?;
+) -> Result<(Child, UnixStream), FsError> {
+    let (ours, theirs) =
+        UnixStream::pair().map_err(|e| internal("Could not create the control channel", e))?;
     ours.set_nonblocking(true).map_err(|e| internal("Could not create the control channel", e))?;
     let mut cmd = supervisor.command(sandbox_args, mode);
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -406,34 +471,4 @@ fn start(
     // supervisor would never see end of file.
     drop(cmd);
     Ok((child, ours))
-}
-
-pub(crate) fn tokio_control(
-    ours: std::os::unix::net::UnixStream,
-) -> Result<tokio::net::UnixStream, FsError> {
-    tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| internal("Could not create the control channel", e))
-}
-
-/// SIGTERM to a supervisor that has not been reaped yet (once reaped, its
-/// pid is unknown to tokio, so a reused pid is never signalled).
-pub(crate) fn terminate(child: &Child) {
-    if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
-        let _ = kill_process(pid, Signal::TERM);
-    }
-}
-
-/// Waits for a supervisor whose control channel is already closed: it
-/// kills its tree and exits by itself. Only if it does not, SIGTERM (which
-/// it also handles by killing its tree), and only as a last resort SIGKILL.
-pub(crate) async fn wait_stopped(child: &mut Child) {
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
-        return;
-    }
-    terminate(child);
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
-        return;
-    }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
 }

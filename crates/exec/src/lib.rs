@@ -64,9 +64,9 @@ fn main() -> ExitCode {
   then the session id alone is the capability and `shell_list` shows
   nothing. The per-owner cap is per principal: each Access user and named
   token has its own; all anonymous clients (loopback only) share one, as
-  a request without credentials has no identity to count it by. No transport event closes an HTTP client's sessions: they end
-  with `shell_close`, the idle reaper, or shutdown
-  ([`Sessions::close_owner`] is for a transport that has sessions).
+  a request without credentials has no identity to count it by. No
+  transport event closes an HTTP client's sessions: they end with
+  `shell_close`, the idle reaper, or shutdown.
   `Policy::check_input` on every `shell_write`.
 - At shutdown: [`Sessions::close_all`]; a killed server needs nothing: each
   supervisor sees its control channel close and kills its tree.
@@ -79,7 +79,7 @@ supervisor, whatever its process group or session. The server does not
 take the supervisor's word for it: after every command and session it
 sweeps the orphans re-parented to it (with [`adopt_orphans`]), and it
 believes a status line only from a supervisor that exited normally (see the
-status module). Supervisors are non-dumpable, so a command of the same user
+driver module). Supervisors are non-dumpable, so a command of the same user
 cannot ptrace them, open their `/proc/<pid>/fd` or `pidfd_getfd` from them.
 
 With a [`SandboxConfig`] (serverfs-dev's default) each command and session
@@ -100,36 +100,44 @@ server then inherits the tree and kills it.
 */
 #![deny(missing_docs)]
 
+// The process boundary. The supervisor program (`supervisor`) uses only
+// the shared leaves (`protocol`, `sandbox`, `children`); the server's side
+// starts supervisors (`launch`), drives each one the same way (`driver`)
+// for one-shot commands (`run`) and shell sessions (`session`, `output`),
+// and serves them as tools (`commands`). No module imports one above it.
 mod capped;
 mod children;
 mod commands;
+mod driver;
+mod launch;
 mod limit;
+mod output;
 mod policy;
+mod protocol;
 mod render;
 mod run;
 mod sandbox;
 mod session;
 mod settings;
-mod spawn;
-mod status;
 mod supervisor;
 
 pub use commands::{
     Audited, BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs,
     ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
 };
+pub use launch::{ChildEnv, Supervisor, adopt_orphans};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
+pub use output::ReadOutput;
 pub use policy::Policy;
+pub use protocol::{MAX_COMMAND_BYTES, signal_name};
 pub use run::{
-    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_COMMAND_BYTES,
-    MAX_TIMEOUT_SECS, Outcome, Progress, ProgressFn, check_seconds, run,
+    CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_TIMEOUT_SECS,
+    Outcome, Progress, ProgressFn, check_seconds, run,
 };
 pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
-pub use session::{MAX_WAIT_MS, Owner, ReadOutput, SessionConfig, SessionInfo, Sessions};
+pub use session::{MAX_WAIT_MS, Owner, SessionConfig, SessionInfo, Sessions};
 pub use settings::{CommandConfig, CommandSettings};
-pub use spawn::{ChildEnv, adopt_orphans};
-pub use status::signal_name;
-pub use supervisor::{Supervisor, supervise_main};
+pub use supervisor::supervise_main;
 
 /// Marks the server process non-dumpable (`PR_SET_DUMPABLE` 0): its
 /// `/proc/<pid>/environ`, `mem`, `fd/`… become root-owned and unreadable

@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use serverfs_core::ToText;
 use serverfs_core::render::{end_line, exit_status, status_line};
 
-use crate::{Outcome, ReadOutput, SessionInfo};
+use crate::output::ReadOutput;
+use crate::run::Outcome;
+use crate::session::SessionInfo;
 
 impl ToText for Outcome {
     fn to_text(&self, _: Option<&str>, out: &mut String) {

@@ -1,7 +1,7 @@
 //! One-shot commands: `bash --noprofile --norc -c COMMAND` under a
 //! supervisor, both output streams drained concurrently and capped.
 //!
-//! A yielding run ([`crate::Sessions::run`]) also keeps both streams merged
+//! A yielding run ([`Sessions::run`]) also keeps both streams merged
 //! in a session buffer from the first byte; at the yield point it registers
 //! that buffer and its own cancellation as a session of the caller, answers
 //! with the output so far, and goes on driving the command exactly as
@@ -16,17 +16,16 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serverfs_core::Reported;
 use serverfs_core::error::{ErrorCode, FsError};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::capped::CappedText;
+use crate::driver::{FAR, drive};
+use crate::launch::{ChildEnv, Spawned, Supervisor, internal, prepare_next, spawn_run};
+use crate::output::{Shared, drain};
+use crate::protocol::MAX_COMMAND_BYTES;
 use crate::sandbox::SandboxConfig;
-use crate::session::{Owner, Sessions, Shared};
-use crate::spawn::{
-    ChildEnv, STOP_GRACE, internal, prepare_next, reaped, spawn_run, sweep_orphans, terminate,
-};
-use crate::status::believed;
-use crate::supervisor::Supervisor;
+use crate::session::{Owner, Sessions};
 
 /// Default `timeout_seconds`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -35,16 +34,8 @@ pub const MAX_TIMEOUT_SECS: u64 = 600;
 /// Default `yield_after_seconds`: under the 60 s request timeout of common
 /// MCP clients.
 pub const DEFAULT_YIELD_SECS: u64 = 30;
-/// The longest command (Linux refuses a single argument over 128 KiB).
-pub const MAX_COMMAND_BYTES: usize = 100_000;
 /// Scalar values kept of each stream by default.
 pub const DEFAULT_OUTPUT_CAP: usize = 16_000;
-/// After the supervisor exited (every descendant is dead), how long the
-/// pipes may stay open (only a non-descendant holding them could do that)
-/// before collection stops.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// A deadline that never comes.
-const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// One command to run.
 #[derive(Clone, Debug)]
@@ -179,10 +170,10 @@ pub fn check_seconds(argument: &str, seconds: u64) -> Result<Duration, FsError> 
 }
 
 /// Where a yielding run goes on: whose session it becomes, and when.
-pub(crate) struct YieldTo {
-    pub(crate) sessions: Sessions,
-    pub(crate) owner: Owner,
-    pub(crate) after: Duration,
+struct YieldTo {
+    sessions: Sessions,
+    owner: Owner,
+    after: Duration,
 }
 
 /// Runs one command to its end, its timeout or its cancellation, and
@@ -191,7 +182,7 @@ pub(crate) struct YieldTo {
 /// work happens in a spawned task that outlives a dropped future.
 ///
 /// Must be called inside a tokio runtime. The command policy is the
-/// caller's to apply first ([`crate::Policy::check`]).
+/// caller's to apply first ([`crate::policy::Policy::check`]).
 pub async fn run(
     spec: CommandSpec,
     cancel: &CancellationToken,
@@ -200,10 +191,31 @@ pub async fn run(
     run_inner(spec, cancel, progress, None).await
 }
 
+impl Sessions {
+    /// Runs a command like [`run()`], except that one still running
+    /// after `yield_after` returns at once with `running: true`, its output
+    /// so far, a `session_id` and the `next_offset` where that output ends,
+    /// and goes on as a session of `owner` (see the session module's docs). The
+    /// session's output is stdout and stderr merged in arrival order from
+    /// the command's first byte (offset 0). When `owner` has no room for
+    /// one more session, the command does not yield and runs to its end.
+    pub async fn run(
+        &self,
+        owner: &Owner,
+        spec: CommandSpec,
+        yield_after: Duration,
+        cancel: &CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> Result<Outcome, FsError> {
+        let to = YieldTo { sessions: self.clone(), owner: owner.clone(), after: yield_after };
+        run_inner(spec, cancel, progress, Some(to)).await
+    }
+}
+
 /// [`run`], yielding to a session when `yield_to` says so: once yielded,
 /// `cancel` and dropping this future no longer reach the command (the
 /// session's close does).
-pub(crate) async fn run_inner(
+async fn run_inner(
     spec: CommandSpec,
     cancel: &CancellationToken,
     progress: Option<ProgressFn>,
@@ -265,7 +277,7 @@ pub(crate) async fn run_inner(
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 
 struct Drive {
-    spawned: crate::spawn::Spawned,
+    spawned: Spawned,
     stdout: Reader,
     stderr: Reader,
     timeout: Duration,
@@ -277,31 +289,6 @@ struct Drive {
     merged: Option<(Arc<Shared>, usize)>,
     /// Whose session it becomes, and where to send the yielded answer.
     yield_to: Option<(YieldTo, tokio::sync::oneshot::Sender<Outcome>)>,
-}
-
-/// Reads a stream to its end into a shared capped sink (what was read stays
-/// there when the drain is dropped unfinished) and the merged buffer, if
-/// any. The buffer's lock is taken first, so that a snapshot under it sees
-/// both alike.
-async fn drain(mut r: Reader, sink: Arc<Mutex<CappedText>>, merged: Option<(Arc<Shared>, usize)>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                let buffer = merged.as_ref().map(|(shared, cap)| {
-                    let mut b = shared.lock();
-                    b.append(&buf[..n], *cap);
-                    b
-                });
-                sink.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]);
-                drop(buffer);
-                if let Some((shared, _)) = &merged {
-                    shared.bump();
-                }
-            }
-        }
-    }
 }
 
 fn take(sink: &Mutex<CappedText>) -> (String, bool) {
@@ -339,6 +326,8 @@ fn yield_now(
 }
 
 impl Drive {
+    /// The command's timeout, cancellation, yield point and progress, around
+    /// the driver (which stops, ends and drains it).
     async fn run(self) -> Result<Outcome, FsError> {
         let Drive {
             spawned,
@@ -352,24 +341,20 @@ impl Drive {
             merged,
             mut yield_to,
         } = self;
-        let crate::spawn::Spawned { mut child, control, tmp } = spawned;
-        let supervisor_pid = child.id();
-        // Shutting our writing down is the stop: the supervisor reads end
-        // of file and kills the tree.
-        let mut stopping = false;
-        let stop = |stopping: &mut bool| {
-            let _ = control.shutdown(std::net::Shutdown::Write);
-            *stopping = true;
-        };
-
-        let out_sink = Arc::new(Mutex::new(CappedText::new(cap)));
-        let err_sink = Arc::new(Mutex::new(CappedText::new(cap)));
+        let out_sink = Mutex::new(CappedText::new(cap));
+        let err_sink = Mutex::new(CappedText::new(cap));
+        let merged_ref = merged.as_ref().map(|(shared, cap)| (&**shared, *cap));
         // Polled in this task (no task of their own): at the command's end
         // its output and its exit wake one task, not three.
-        let out_drain = drain(stdout, out_sink.clone(), merged.clone());
-        let err_drain = drain(stderr, err_sink.clone(), merged.clone());
-        tokio::pin!(out_drain, err_drain);
-        let (mut out_done, mut err_done) = (false, false);
+        let output = async {
+            tokio::join!(
+                drain(stdout, Some(&out_sink), merged_ref),
+                drain(stderr, Some(&err_sink), merged_ref),
+            );
+        };
+        let stop = CancellationToken::new();
+        let driven = drive(spawned, stop.clone(), output);
+        tokio::pin!(driven);
 
         let start = Instant::now();
         let deadline = tokio::time::sleep(timeout);
@@ -378,37 +363,26 @@ impl Drive {
             tokio::time::Instant::now() + progress_interval,
             progress_interval,
         );
-        // Escalation after the stop request: SIGTERM, then SIGKILL.
-        let escalate = tokio::time::sleep(FAR);
-        tokio::pin!(escalate);
-        let mut escalation = 0u8;
         // A yield point at or after the timeout never comes: the command
         // ends there anyway.
         let yield_after = yield_to.as_ref().map_or(FAR, |(to, _)| to.after);
         let yield_at = tokio::time::sleep(if yield_after < timeout { yield_after } else { FAR });
         tokio::pin!(yield_at);
 
-        let mut exited: Option<Option<std::process::ExitStatus>> = None;
         let mut timed_out = false;
         let mut cancelled = false;
-        while exited.is_none() {
+        let ending = loop {
             tokio::select! {
-                // The status line is read once the supervisor has exited
-                // (it is written just before): the channel is not watched.
-                r = child.wait() => exited = Some(r.ok()),
-                () = &mut out_drain, if !out_done => out_done = true,
-                () = &mut err_drain, if !err_done => err_done = true,
-                () = &mut deadline, if !stopping => {
+                ending = &mut driven => break ending,
+                () = &mut deadline, if !stop.is_cancelled() => {
                     timed_out = true;
-                    stop(&mut stopping);
-                    escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
+                    stop.cancel();
                 }
-                () = token.cancelled(), if !stopping => {
+                () = token.cancelled(), if !stop.is_cancelled() => {
                     cancelled = true;
-                    stop(&mut stopping);
-                    escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
+                    stop.cancel();
                 }
-                () = &mut yield_at, if yield_to.is_some() && !stopping => {
+                () = &mut yield_at, if yield_to.is_some() && !stop.is_cancelled() => {
                     if let (Some((to, tx)), Some((shared, _))) = (yield_to.take(), &merged)
                         && let Some(answer) = yield_now(&to, shared, &token, &out_sink, &err_sink)
                         && tx.send(answer).is_ok()
@@ -417,57 +391,19 @@ impl Drive {
                         progress = None;
                     }
                 }
-                _ = tick.tick(), if progress.is_some() && !stopping => {
+                _ = tick.tick(), if progress.is_some() && !stop.is_cancelled() => {
                     if let Some(p) = &progress {
                         p(Progress { elapsed: start.elapsed(), timeout });
                     }
                 }
-                () = &mut escalate, if stopping => {
-                    escalation += 1;
-                    if escalation == 1 {
-                        terminate(&child);
-                        escalate.as_mut().reset(tokio::time::Instant::now() + STOP_GRACE);
-                    } else {
-                        let _ = child.start_kill();
-                        escalate.as_mut().reset(tokio::time::Instant::now() + FAR);
-                    }
-                }
             }
-        }
-        stop(&mut stopping);
-        reaped(supervisor_pid);
-        // Whatever the supervisor said: if it died before its tree (killed
-        // from outside), what is left was re-parented to us (when we adopt
-        // orphans); a status line proves nothing (see the status module).
-        sweep_orphans(exited.flatten().is_some_and(|s| s.success())).await;
-        // The supervisor wrote it before exiting: it is buffered.
-        let status = believed(&control, exited.flatten());
-
-        // Every descendant is dead: the pipes close now, unless a process
-        // outside the tree holds them (fd passing); then stop collecting.
-        let drained = tokio::time::timeout(DRAIN_GRACE, async {
-            if !out_done {
-                out_drain.as_mut().await;
-            }
-            if !err_done {
-                err_drain.as_mut().await;
-            }
-        })
-        .await
-        .is_ok();
+        };
         let (stdout, out_trunc) = take(&out_sink);
         let (stderr, err_trunc) = take(&err_sink);
         if let Some((shared, _)) = &merged {
-            {
-                let mut b = shared.lock();
-                b.ended = status;
-                b.exited = true;
-            }
-            shared.bump();
+            shared.finish(ending.ended);
         }
-
-        drop(tmp);
-        let Some(ended) = status else {
+        let Some(ended) = ending.ended else {
             return Err(FsError::new(ErrorCode::InternalError, "The command's supervisor failed.")
                 .with_detail("no believable status line from the supervisor"));
         };
@@ -479,7 +415,7 @@ impl Drive {
             // A command that ended by itself just as the deadline fired
             // ran to completion: not a timeout.
             timed_out: timed_out && ended.exit_code().is_none(),
-            output_truncated: out_trunc || err_trunc || !drained,
+            output_truncated: out_trunc || err_trunc || !ending.drained,
             cancelled,
             ..Outcome::default()
         })

@@ -19,22 +19,19 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serverfs_core::Reported;
 use serverfs_core::error::{ErrorCode, FsError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::driver::{STOP_GRACE, drive};
+use crate::launch::{ChildEnv, Supervisor, internal, spawn};
+use crate::output::{ReadOutput, Shared, drain};
 use crate::sandbox::SandboxConfig;
-use crate::spawn::{
-    ChildEnv, STOP_GRACE, internal, reaped, spawn, sweep_orphans, terminate, tokio_control,
-    wait_stopped,
-};
-use crate::status::{Ended, believed};
-use crate::supervisor::Supervisor;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
-/// the MCP session id (`Mcp-Session-Id`) for HTTP. Another owner's
-/// sessions are invisible: same error as an unknown id.
+/// the request's authenticated principal over HTTP (`anonymous` without
+/// one; see the crate docs). Another owner's sessions are invisible: same
+/// error as an unknown id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Owner(String);
 
@@ -94,55 +91,6 @@ impl SessionConfig {
 /// The longest blocking read: under 60 s, the request timeout of common
 /// MCP clients (the TypeScript SDK gives up at 60 s); poll again for more.
 pub const MAX_WAIT_MS: u64 = 50_000;
-/// After the supervisor exited, how long the output pipe may stay open.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-
-/// The answer of [`Sessions::read`], and shell_read's result as sent
-/// (`ShellReadResult`; the field docs a client reads are the
-/// `schemars(description)`s).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
-#[schemars(rename = "ShellReadResult")]
-pub struct ReadOutput {
-    /// Output from `offset` to `next_offset` (lossy UTF-8; never ends in
-    /// the middle of a character while the shell runs).
-    #[schemars(description = "Output (stdout and stderr together) from offset to next_offset.")]
-    pub output: String,
-    /// Where `output` starts: the requested offset, or the buffer's start
-    /// when that offset was already dropped.
-    #[schemars(
-        description = "Where output starts: the offset asked for, or the oldest kept byte when that was dropped."
-    )]
-    pub offset: u64,
-    /// The offset to ask for next.
-    #[schemars(description = "The offset to read from next.")]
-    pub next_offset: u64,
-    /// Bytes between the requested offset and `offset` that were dropped
-    /// from the buffer (0 normally).
-    #[schemars(
-        description = "Bytes between the offset asked for and offset that were dropped from the buffer."
-    )]
-    pub dropped: u64,
-    /// More output is buffered beyond `next_offset` right now.
-    #[schemars(description = "More output is already waiting beyond next_offset.")]
-    pub more: bool,
-    /// The shell has ended and all its output is in the buffer.
-    #[schemars(
-        description = "The shell has ended and all its output has been read into the buffer."
-    )]
-    pub exited: bool,
-    /// Its exit code, when it exited normally.
-    pub exit_code: Option<i32>,
-    /// The signal that killed it, e.g. `SIGKILL`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(description = "The signal that ended it, e.g. SIGKILL.")]
-    pub signal: Option<String>,
-}
-
-impl Reported for ReadOutput {
-    fn bytes_returned(&self) -> u64 {
-        self.output.len() as u64
-    }
-}
 
 /// One entry of [`Sessions::list`], as shell_list and shell_close send it
 /// (`ShellInfo`; the field docs a client reads are the
@@ -175,123 +123,6 @@ impl Reported for SessionInfo {}
 
 fn whole_seconds<S: serde::Serializer>(idle: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(idle.as_secs())
-}
-
-/// The output buffer and the end state, under one lock (so a waiter never
-/// misses the exit).
-#[derive(Debug, Default)]
-pub(crate) struct Buffer {
-    data: Vec<u8>,
-    /// Absolute offset of `data[0]`.
-    base: u64,
-    pub(crate) exited: bool,
-    pub(crate) ended: Option<Ended>,
-}
-
-impl Buffer {
-    pub(crate) fn end(&self) -> u64 {
-        self.base + self.data.len() as u64
-    }
-
-    /// The end without an incomplete character at it: where a reader that
-    /// was shown everything so far goes on, so a character split across
-    /// two writes is read whole later instead of as U+FFFD.
-    pub(crate) fn complete_end(&self) -> u64 {
-        self.base + complete_prefix(&self.data) as u64
-    }
-
-    pub(crate) fn append(&mut self, bytes: &[u8], cap: usize) {
-        self.data.extend_from_slice(bytes);
-        if self.data.len() > cap {
-            let mut cut = self.data.len() - cap;
-            // Start the kept part on a character boundary.
-            while cut < self.data.len()
-                && cut < self.data.len() - cap + 3
-                && is_continuation(self.data[cut])
-            {
-                cut += 1;
-            }
-            self.data.drain(..cut);
-            self.base += cut as u64;
-        }
-    }
-
-    fn read(&self, offset: u64, max: usize) -> Result<ReadOutput, FsError> {
-        let end = self.end();
-        if offset > end {
-            return Err(FsError::invalid(format!(
-                "offset {offset} is past the end of the output ({end})."
-            )));
-        }
-        let start = offset.max(self.base);
-        let from = (start - self.base) as usize;
-        let mut to = self.data.len().min(from.saturating_add(max));
-        // Never end inside a character, unless the shell is gone and this
-        // is the very end.
-        if !(self.exited && to == self.data.len()) {
-            to = from + complete_prefix(&self.data[from..to]);
-        }
-        let (exit_code, signal) = match self.ended {
-            Some(e) if self.exited => (e.exit_code(), e.signal_name()),
-            _ => (None, None),
-        };
-        Ok(ReadOutput {
-            output: String::from_utf8_lossy(&self.data[from..to]).into_owned(),
-            offset: start,
-            next_offset: start + (to - from) as u64,
-            dropped: start - offset,
-            more: to < self.data.len(),
-            exited: self.exited,
-            exit_code,
-            signal,
-        })
-    }
-}
-
-fn is_continuation(b: u8) -> bool {
-    b & 0xC0 == 0x80
-}
-
-/// The length of `bytes` without an incomplete character at its end.
-fn complete_prefix(bytes: &[u8]) -> usize {
-    let n = bytes.len();
-    // Find the last lead byte among the last 4 bytes.
-    for back in 1..=n.min(4) {
-        let b = bytes[n - back];
-        if is_continuation(b) {
-            continue;
-        }
-        let need = match b {
-            0x00..=0x7F => 1,
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => 1,
-        };
-        return if need > back { n - back } else { n };
-    }
-    n
-}
-
-/// What a session's driver task and its readers share.
-pub(crate) struct Shared {
-    buffer: Mutex<Buffer>,
-    changed: watch::Sender<u64>,
-}
-
-impl Shared {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self { buffer: Mutex::new(Buffer::default()), changed: watch::Sender::new(0) })
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Buffer> {
-        self.buffer.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes the readers waiting for output or the end.
-    pub(crate) fn bump(&self) {
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
-    }
 }
 
 struct Session {
@@ -339,7 +170,7 @@ impl Session {
     async fn shut(&self) {
         self.stop.cancel();
         drop(self.input.lock().await.take());
-        let mut rx = self.shared.changed.subscribe();
+        let mut rx = self.shared.subscribe();
         let waited = tokio::time::timeout(STOP_GRACE * 3, async {
             loop {
                 if self.shared.lock().exited {
@@ -389,19 +220,6 @@ fn new_id() -> Result<String, FsError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| internal("Could not create a session id", e))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-async fn drain_into(mut r: tokio::net::unix::pipe::Receiver, shared: Arc<Shared>, cap: usize) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                shared.lock().append(&buf[..n], cap);
-                shared.bump();
-            }
-        }
-    }
 }
 
 impl Sessions {
@@ -474,29 +292,6 @@ impl Sessions {
         Ok(id)
     }
 
-    /// Runs a command like [`crate::run()`], except that one still running
-    /// after `yield_after` returns at once with `running: true`, its output
-    /// so far, a `session_id` and the `next_offset` where that output ends,
-    /// and goes on as a session of `owner` (see the module docs). The
-    /// session's output is stdout and stderr merged in arrival order from
-    /// the command's first byte (offset 0). When `owner` has no room for
-    /// one more session, the command does not yield and runs to its end.
-    pub async fn run(
-        &self,
-        owner: &Owner,
-        spec: crate::CommandSpec,
-        yield_after: Duration,
-        cancel: &CancellationToken,
-        progress: Option<crate::ProgressFn>,
-    ) -> Result<crate::Outcome, FsError> {
-        let to = crate::run::YieldTo {
-            sessions: self.clone(),
-            owner: owner.clone(),
-            after: yield_after,
-        };
-        crate::run::run_inner(spec, cancel, progress, Some(to)).await
-    }
-
     fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Session>, FsError> {
         let s = self.map().get(id).filter(|s| s.owner == *owner).cloned().ok_or_else(not_found)?;
         s.touch();
@@ -533,59 +328,36 @@ impl Sessions {
         )?;
         let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| internal("Could not read the shell's output", e))?;
-        let crate::spawn::Spawned { mut child, control, tmp } = spawned;
-        // Input goes out through the runtime; the status line is read from
-        // what the exited supervisor left in the channel (as for a command).
-        let status_channel =
-            control.try_clone().map_err(|e| internal("Could not create the control channel", e))?;
-        let (_, ctl_w) = tokio_control(control)?.into_split();
+        // Input goes out through the runtime on a second handle to the
+        // channel; the driver keeps the first (the stop, the status line).
+        let input = spawned
+            .control
+            .try_clone()
+            .and_then(tokio::net::UnixStream::from_std)
+            .map_err(|e| internal("Could not create the control channel", e))?
+            .into_split()
+            .1;
         let shared = Shared::new();
         let stop = CancellationToken::new();
         let session = Arc::new(Session {
             owner: owner.clone(),
             shared: shared.clone(),
-            input: tokio::sync::Mutex::new(Some(ctl_w)),
+            input: tokio::sync::Mutex::new(Some(input)),
             command: false,
             stop: stop.clone(),
             last_used: Mutex::new(Instant::now()),
         });
         let cap = cfg.buffer_cap;
         tokio::spawn(async move {
-            let supervisor_pid = child.id();
-            let mut drain = tokio::spawn(drain_into(reader, shared.clone(), cap));
-            let exit = tokio::select! {
-                r = child.wait() => r.ok(),
-                () = stop.cancelled() => {
-                    // End of file on the control channel is enough unless
-                    // the supervisor is stuck handing input to a shell that
-                    // does not read it; SIGTERM (which it handles the same
-                    // way) reaches it either way.
-                    terminate(&child);
-                    wait_stopped(&mut child).await;
-                    child.try_wait().ok().flatten()
-                }
-            };
-            reaped(supervisor_pid);
-            // Whatever the supervisor said (see the status module).
-            sweep_orphans(exit.is_some_and(|s| s.success())).await;
-            let ended = believed(&status_channel, exit);
-            if tokio::time::timeout(DRAIN_GRACE, &mut drain).await.is_err() {
-                drain.abort();
-            }
-            drop(tmp);
-            {
-                let mut b = shared.lock();
-                b.ended = ended;
-                b.exited = true;
-            }
-            shared.bump();
+            let ending = drive(spawned, stop, drain(reader, None, Some((&shared, cap)))).await;
+            shared.finish(ending.ended);
         });
         map.insert(id.clone(), session);
         Ok(id)
     }
 
     /// Writes `input` to the shell's stdin (the caller applies
-    /// [`crate::Policy::check_input`] first). End each command with `\n`.
+    /// [`crate::policy::Policy::check_input`] first). End each command with `\n`.
     pub async fn write(&self, owner: &Owner, id: &str, input: &str) -> Result<(), FsError> {
         let s = self.get(owner, id)?;
         if input.len() > self.inner.cfg.max_input {
@@ -631,7 +403,7 @@ impl Sessions {
         let s = self.get(owner, id)?;
         let max = self.inner.cfg.max_read;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        let mut rx = s.shared.changed.subscribe();
+        let mut rx = s.shared.subscribe();
         loop {
             rx.borrow_and_update();
             let out = s.shared.lock().read(offset, max)?;
@@ -689,59 +461,11 @@ impl Sessions {
         stale.len()
     }
 
-    /// Closes every session of `owner` (an HTTP MCP session was deleted or
-    /// expired); returns how many.
-    pub async fn close_owner(&self, owner: &Owner) -> usize {
-        let theirs: Vec<Arc<Session>> = {
-            let mut map = self.map();
-            let ids: Vec<String> =
-                map.iter().filter(|(_, s)| s.owner == *owner).map(|(id, _)| id.clone()).collect();
-            ids.iter().filter_map(|id| map.remove(id)).collect()
-        };
-        for s in &theirs {
-            s.shut().await;
-        }
-        theirs.len()
-    }
-
     /// Closes every session (server shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<Session>> = self.map().drain().map(|(_, s)| s).collect();
         for s in &all {
             s.shut().await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn complete_prefix_stops_before_incomplete_chars() {
-        let e = "aé".as_bytes(); // 61 c3 a9
-        assert_eq!(complete_prefix(e), 3);
-        assert_eq!(complete_prefix(&e[..2]), 1);
-        let crab = "🦀".as_bytes();
-        assert_eq!(complete_prefix(&crab[..3]), 0);
-        assert_eq!(complete_prefix(crab), 4);
-        assert_eq!(complete_prefix(b""), 0);
-    }
-
-    #[test]
-    fn offsets_stay_absolute_across_trimming() {
-        let mut b = Buffer::default();
-        b.append(b"0123456789", 8);
-        assert_eq!((b.base, b.end()), (2, 10));
-        let r = b.read(0, 100).unwrap();
-        assert_eq!((r.offset, r.dropped, r.output.as_str(), r.next_offset), (2, 2, "23456789", 10));
-        let r = b.read(5, 2).unwrap();
-        assert_eq!((r.output.as_str(), r.next_offset, r.more), ("56", 7, true));
-        assert!(b.read(11, 1).is_err());
-        // Trimming never leaves half a character at the start.
-        let mut b = Buffer::default();
-        b.append("aéé".as_bytes(), 3); // 61 c3 a9 c3 a9 -> keep "é"? cut 2 -> a9.. skip
-        assert_eq!(String::from_utf8(b.data.clone()).unwrap(), "é");
-        assert_eq!(b.base, 3);
     }
 }

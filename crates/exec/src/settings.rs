@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Policy, SandboxConfig};
+use crate::limit::DEFAULT_RUNNING;
+use crate::policy::Policy;
+use crate::sandbox::SandboxConfig;
 
 /// The command flags (flattened into serverfs-dev's command line).
 #[derive(Debug, clap::Args)]
@@ -29,7 +31,7 @@ pub struct CommandSettings {
     deny_commands: Vec<String>,
 
     /// bash calls that may run at once; more wait (bounded), then get SERVER_BUSY.
-    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = crate::DEFAULT_RUNNING)]
+    #[arg(long, env = "SERVERFS_MAX_CONCURRENT_COMMANDS", default_value_t = DEFAULT_RUNNING)]
     max_concurrent_commands: usize,
 
     /// The Landlock sandbox around every command and shell session: `on`
@@ -73,7 +75,7 @@ pub struct CommandSettings {
     audit_command_text: bool,
 }
 
-/// The command settings, validated: what [`crate::Commands`] runs under.
+/// The command settings, validated: what [`crate::commands::Commands`] runs under.
 #[derive(Debug)]
 pub struct CommandConfig {
     /// The `--allow`/`--deny` policy.

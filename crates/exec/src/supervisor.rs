@@ -1,8 +1,10 @@
 //! The per-command supervisor: a tiny process between the server and
 //! `bash` that makes sure no descendant of the command outlives it.
 //!
-//! The server starts the supervisor (the server's own binary under a hidden
-//! subcommand, see [`Supervisor`]) with:
+//! This is the supervisor program, the child side of the process boundary:
+//! it uses the wire format (`protocol`), the sandbox's rules and the
+//! children listing, and nothing of the server's side. The server starts it
+//! (see `launch`) with:
 //!
 //! - fd 0: one end of a Unix socket pair, the *control channel*. The server
 //!   writes shell input on it (session mode only) and closes it to ask for
@@ -13,7 +15,9 @@
 //!
 //! In `ready` mode it is started before its command, sets up all it can
 //! (subreaper, signals, the sandbox's ruleset: see `Setup`) and waits for
-//! an [`Order`] on the control channel (see there).
+//! an [`Order`] on the control channel. It moves into the order's
+//! directory, adds its `TMPDIR` to the sandbox's writable paths and to
+//! bash's environment, and goes on as in `run` mode.
 //!
 //! The supervisor marks itself a child subreaper, starts
 //! `bash --noprofile --norc [-c COMMAND]` in a process group of its own and
@@ -32,67 +36,18 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
-use std::sync::{Arc, Mutex};
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
 use rustix::net::RecvFlags;
-
-use crate::sandbox::{Prepared, SandboxConfig};
 use rustix::process::{
     Pid, Signal, WaitId, WaitIdOptions, WaitOptions, getpid, kill_process, kill_process_group,
     set_child_subreaper, wait, waitid,
 };
 
 use crate::children;
-
-/// The environment variables a command may see; everything else is
-/// cleared.
-pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
-
-/// How the server starts a supervisor: a program and the arguments that
-/// select the hidden subcommand.
-///
-/// serverfs-dev ships the supervisor as a small program of its own,
-/// `serverfs-dev-supervisor` (`Supervisor::new(path, [])`: a command starts
-/// faster when the supervisor is not the whole server binary), and falls
-/// back to `Supervisor::new(std::env::current_exe()?, ["__supervise"])`,
-/// calling [`supervise_main`] when it sees that subcommand.
-///
-/// Clones share one supervisor started ahead of its command (see
-/// [`Order`]): a `bash` call takes it and starts the next, so a command
-/// does not wait for a supervisor to start. Use a `Supervisor` within one
-/// tokio runtime.
-#[derive(Clone, Debug)]
-pub struct Supervisor {
-    program: PathBuf,
-    prefix: Vec<OsString>,
-    pub(crate) ready: Arc<Mutex<Option<crate::spawn::Ready>>>,
-}
-
-impl Supervisor {
-    /// `program` followed by `prefix` must end up in [`supervise_main`]
-    /// with the remaining arguments.
-    pub fn new<I, S>(program: impl Into<PathBuf>, prefix: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        Self {
-            program: program.into(),
-            prefix: prefix.into_iter().map(Into::into).collect(),
-            ready: Arc::default(),
-        }
-    }
-
-    /// A command line for the supervisor with the sandbox options and
-    /// `mode`; stdio, cwd and env are set by the caller.
-    pub(crate) fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.prefix).arg(PROTOCOL).args(sandbox).args(mode);
-        cmd
-    }
-}
+use crate::protocol::{ENV_KEYS, Ended, Failure, Order, PROTOCOL};
+use crate::sandbox::{Prepared, SandboxConfig};
 
 /// What the supervisor is asked to run.
 enum Mode {
@@ -100,98 +55,52 @@ enum Mode {
     Run(OsString),
     /// `bash --noprofile --norc` reading the control channel's bytes.
     Session,
-    /// Started ahead of its command (see [`Order`]): wait for a `Run`
-    /// order on the control channel.
+    /// Started ahead of its command: wait for an [`Order`].
     Ready,
 }
 
-/// The largest order a ready supervisor reads: the longest command with a
-/// private directory's path.
-const MAX_ORDER_BYTES: usize = crate::run::MAX_COMMAND_BYTES + 8192;
-
-/// A command handed to a supervisor started ahead of it (`ready` mode), so
-/// that starting the supervisor is not on the command's path.
-///
-/// On the control channel: a little-endian `u32` length, then the private
-/// `TMPDIR`, a NUL, and the command (which holds no NUL); the command's
-/// directory rides along with the first byte as an `SCM_RIGHTS` file
-/// descriptor. The supervisor moves into that directory, adds the `TMPDIR`
-/// to its sandbox's writable paths and to bash's environment, and goes on
-/// as in `run` mode. Only the server holds the other end of the channel.
-pub(crate) struct Order;
-
-impl Order {
-    /// The bytes of an order for `command` with `tmpdir`.
-    pub(crate) fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
-        use std::os::unix::ffi::OsStrExt;
-        let len = tmpdir.as_os_str().len() + 1 + command.len();
-        let mut bytes = Vec::with_capacity(4 + len);
-        bytes.extend_from_slice(&(len as u32).to_le_bytes());
-        bytes.extend_from_slice(tmpdir.as_os_str().as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(command.as_bytes());
-        bytes
+/// Waits for the order and moves into its directory. `Ok(None)`: the
+/// channel ended first (the server no longer needs this supervisor).
+fn receive_order(control: &OwnedFd) -> Result<Option<Order>, Failure> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, recvmsg};
+    use std::io::IoSliceMut;
+    use std::mem::MaybeUninit;
+    let mut header = [0u8; 4];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let received = loop {
+        match recvmsg(
+            control,
+            &mut [IoSliceMut::new(&mut header)],
+            &mut ancillary,
+            RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
+        ) {
+            Err(Errno::INTR) => continue,
+            Err(_) => return Err(Failure::Order),
+            Ok(r) => break r.bytes,
+        }
+    };
+    let mut dirs = Vec::new();
+    for message in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            dirs.extend(fds);
+        }
     }
-
-    /// Waits for the order and moves into its directory: the command and
-    /// the `TMPDIR`. `Ok(None)`: the channel ended first (the server no
-    /// longer needs this supervisor).
-    fn receive(control: &OwnedFd) -> Result<Option<(OsString, PathBuf)>, &'static str> {
-        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
-        use std::io::IoSliceMut;
-        use std::mem::MaybeUninit;
-        use std::os::unix::ffi::OsStringExt;
-        let mut len = [0u8; 4];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-        let received = loop {
-            match recvmsg(
-                control,
-                &mut [IoSliceMut::new(&mut len)],
-                &mut ancillary,
-                RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
-            ) {
-                Err(Errno::INTR) => continue,
-                Err(_) => return Err("order"),
-                Ok(r) => break r.bytes,
-            }
-        };
-        let mut dirs = Vec::new();
-        for message in ancillary.drain() {
-            if let RecvAncillaryMessage::ScmRights(fds) = message {
-                dirs.extend(fds);
-            }
-        }
-        if received == 0 && dirs.is_empty() {
-            return Ok(None);
-        }
-        let ([dir], 4) = (<[OwnedFd; 1]>::try_from(dirs).map_err(|_| "order")?, received) else {
-            return Err("order");
-        };
-        let len = u32::from_le_bytes(len) as usize;
-        if len > MAX_ORDER_BYTES {
-            return Err("order");
-        }
-        let mut body = vec![0u8; len];
-        File::from(control.try_clone().map_err(|_| "order")?)
-            .read_exact(&mut body)
-            .map_err(|_| "order")?;
-        let nul = body.iter().position(|&b| b == 0).ok_or("order")?;
-        let command = body.split_off(nul + 1);
-        body.pop();
-        if body.first() != Some(&b'/') || command.contains(&0) {
-            return Err("order");
-        }
-        rustix::process::fchdir(&dir).map_err(|_| "cwd")?;
-        Ok(Some((OsString::from_vec(command), PathBuf::from(OsString::from_vec(body)))))
+    if received == 0 && dirs.is_empty() {
+        return Ok(None);
     }
+    let ([dir], 4) = (<[OwnedFd; 1]>::try_from(dirs).map_err(|_| Failure::Order)?, received) else {
+        return Err(Failure::Order);
+    };
+    let len = Order::body_len(header).ok_or(Failure::Order)?;
+    let mut body = vec![0u8; len];
+    File::from(control.try_clone().map_err(|_| Failure::Order)?)
+        .read_exact(&mut body)
+        .map_err(|_| Failure::Order)?;
+    let order = Order::decode(body).ok_or(Failure::Order)?;
+    rustix::process::fchdir(&dir).map_err(|_| Failure::Cwd)?;
+    Ok(Some(order))
 }
-
-/// The first argument of every supervisor command line: the version of this
-/// crate, so that a supervisor program left over from another release (it
-/// can be installed as a file of its own, beside the server) refuses to run
-/// instead of misreading the arguments.
-const PROTOCOL: &str = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
 
 /// The supervisor's entry point. `args` are the arguments after the program
 /// (and after the hidden subcommand, when the server's own binary is the
@@ -241,18 +150,18 @@ where
         Err(_) if ready => return ExitCode::FAILURE,
         Err(what) => {
             if let Ok(fd) = control.try_clone() {
-                report(&mut File::from(fd), &format!("error {what}\n"));
+                report(&mut File::from(fd), &what.line());
             }
             return ExitCode::FAILURE;
         }
     };
     let (mode, tmpdir) = match mode {
         Mode::Ready => match setup.wait_for_order(&control) {
-            Ok(Some((command, tmpdir))) => (Mode::Run(command), Some(tmpdir)),
+            Ok(Some(Order { command, tmpdir })) => (Mode::Run(command), Some(tmpdir)),
             Ok(None) => return ExitCode::SUCCESS,
             Err(what) => {
                 if let Ok(fd) = control.try_clone() {
-                    report(&mut File::from(fd), &format!("error {what}\n"));
+                    report(&mut File::from(fd), &what.line());
                 }
                 return ExitCode::FAILURE;
             }
@@ -322,33 +231,31 @@ impl Setup {
     /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP (so that
     /// one coming while bash starts does not end us and orphan bash to
     /// init) and SIGCHLD, finds bash and creates the sandbox's ruleset.
-    fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, &'static str> {
+    fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, Failure> {
         use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
-        set_child_subreaper(Some(getpid())).map_err(|_| "subreaper")?;
-        let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| "signals")?;
-        let child_ended = watch(&[SIGCHLD]).map_err(|_| "signals")?;
-        let sandbox = sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| "sandbox")?;
+        set_child_subreaper(Some(getpid())).map_err(|_| Failure::Subreaper)?;
+        let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| Failure::Signals)?;
+        let child_ended = watch(&[SIGCHLD]).map_err(|_| Failure::Signals)?;
+        let sandbox =
+            sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
         Ok(Self { stop, child_ended, bash: find_bash(), sandbox })
     }
 
     /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
     /// ended, or a stop signal came, first (nothing was started).
-    fn wait_for_order(
-        &self,
-        control: &OwnedFd,
-    ) -> Result<Option<(OsString, PathBuf)>, &'static str> {
+    fn wait_for_order(&self, control: &OwnedFd) -> Result<Option<Order>, Failure> {
         loop {
             let mut fds =
                 [PollFd::new(control, PollFlags::IN), PollFd::new(&self.stop, PollFlags::IN)];
             match poll(&mut fds, None) {
                 Ok(_) | Err(Errno::INTR) => {}
-                Err(_) => return Err("order"),
+                Err(_) => return Err(Failure::Order),
             }
             if caught(&self.stop) {
                 return Ok(None);
             }
             if !fds[0].revents().is_empty() {
-                return Order::receive(control);
+                return receive_order(control);
             }
         }
     }
@@ -379,32 +286,32 @@ impl Setup {
         if caught(&self.stop) {
             // Asked to stop before bash started: the command was killed at
             // its start, and says so like any other killed command.
-            report(&mut control_w, &format!("signal {}\n", Signal::KILL.as_raw()));
+            report(&mut control_w, &Ended::Signal(Signal::KILL.as_raw()).line());
             return Ok(());
         }
         let mut child = match spawn_bash(&mut bash, self.sandbox, tmpdir.as_deref()) {
             Ok(child) => child,
             Err(what) => {
-                report(&mut control_w, &format!("error {what}\n"));
+                report(&mut control_w, &what.line());
                 return Err(());
             }
         };
         let Some(pid) = Pid::from_raw(child.id() as i32) else {
-            report(&mut control_w, "error pid\n");
+            report(&mut control_w, &Failure::Spawn.line());
             return Err(());
         };
         let input = child.stdin.take().map(OwnedFd::from);
         let Ok(status) = wait_for_bash(pid, &control, input, &self.stop, &self.child_ended) else {
-            report(&mut control_w, "error wait\n");
+            report(&mut control_w, &Failure::Wait.line());
             break_all(pid);
             return Err(());
         };
         let line = if let Some(code) = status.exit_status() {
-            format!("exit {code}\n")
+            Ended::Exit(code).line()
         } else if let Some(sig) = status.terminating_signal() {
-            format!("signal {sig}\n")
+            Ended::Signal(sig).line()
         } else {
-            "error status\n".to_owned()
+            Failure::Status.line()
         };
         break_all(pid);
         drop(child);
@@ -521,15 +428,15 @@ fn spawn_bash(
     bash: &mut std::process::Command,
     sandbox: Option<Prepared>,
     tmpdir: Option<&Path>,
-) -> Result<std::process::Child, &'static str> {
-    let Some(sandbox) = sandbox else { return bash.spawn().map_err(|_| "spawn") };
+) -> Result<std::process::Child, Failure> {
+    let Some(sandbox) = sandbox else { return bash.spawn().map_err(|_| Failure::Spawn) };
     std::thread::scope(|s| {
         s.spawn(|| {
-            sandbox.restrict_this_thread(tmpdir).map_err(|_| "sandbox")?;
-            bash.spawn().map_err(|_| "spawn")
+            sandbox.restrict_this_thread(tmpdir).map_err(|_| Failure::Sandbox)?;
+            bash.spawn().map_err(|_| Failure::Spawn)
         })
         .join()
-        .unwrap_or(Err("spawn"))
+        .unwrap_or(Err(Failure::Spawn))
     })
 }
 

@@ -298,24 +298,6 @@ async fn session_environment_is_minimal() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn closing_an_owner_closes_only_its_sessions() {
-    let t = tag();
-    let s = sessions(|_| {});
-    let dir = tempfile::tempdir().unwrap();
-    let gone = Owner::new("http-session-1");
-    let a = s.open(&gone, dir.path(), None).unwrap();
-    let _b = s.open(&gone, dir.path(), None).unwrap();
-    let mine = s.open(&me(), dir.path(), None).unwrap();
-    s.write(&gone, &a, &format!("setsid sleep 300.{t} &\n")).await.unwrap();
-    wait_alive(&t).await;
-    assert_eq!(s.close_owner(&gone).await, 2);
-    assert_none(&t);
-    assert!(s.list(&gone).is_empty());
-    assert_eq!(s.list(&me()).len(), 1);
-    s.close(&me(), &mine).await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn close_works_while_the_shell_does_not_read_its_input() {
     let t = tag();
     let s = sessions(|c| {

@@ -1,0 +1,270 @@
+//! The wire between the server and a supervisor: the command line that
+//! selects the protocol version, the order a supervisor started ahead of its
+//! command receives, and the status line it answers with. Both sides use
+//! this module and nothing else of each other.
+//!
+//! - Command line: `PROGRAM [PREFIX…] --serverfs-exec=VERSION [SANDBOX…]
+//!   MODE`, where `MODE` is `run COMMAND`, `session` or `ready`.
+//! - Control channel (the supervisor's fd 0, a Unix socket pair): in
+//!   `session` mode the shell's input; in `ready` mode first one [`Order`];
+//!   its end (the server shut its writing down, or died) asks for the stop.
+//! - Status line (the last thing a supervisor writes on the channel, just
+//!   before it exits): `exit N`, `signal N` or `error WHAT`, at most
+//!   [`MAX_STATUS_LINE`] bytes.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The first argument of every supervisor command line: the version of this
+/// crate, so that a supervisor program left over from another release (it
+/// can be installed as a file of its own, beside the server) refuses to run
+/// instead of misreading the arguments.
+pub(crate) const PROTOCOL: &str = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
+
+/// The environment variables a command may see; everything else is
+/// cleared.
+pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
+/// The longest command (Linux refuses a single argument over 128 KiB).
+pub const MAX_COMMAND_BYTES: usize = 100_000;
+
+/// The largest order body a ready supervisor reads: the longest command
+/// with a private directory's path.
+const MAX_ORDER_BYTES: usize = MAX_COMMAND_BYTES + 8192;
+
+/// A command handed to a supervisor started ahead of it (`ready` mode), so
+/// that starting the supervisor is not on the command's path.
+///
+/// On the control channel: a little-endian `u32` length, then the private
+/// `TMPDIR`, a NUL, and the command (which holds no NUL); the command's
+/// directory rides along with the first byte as an `SCM_RIGHTS` file
+/// descriptor. Only the server holds the other end of the channel.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Order {
+    /// The text for `bash -c`.
+    pub(crate) command: OsString,
+    /// The command's private `TMPDIR` (absolute).
+    pub(crate) tmpdir: PathBuf,
+}
+
+impl Order {
+    /// The bytes of an order for `command` with `tmpdir`.
+    pub(crate) fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
+        use std::os::unix::ffi::OsStrExt;
+        let len = tmpdir.as_os_str().len() + 1 + command.len();
+        let mut bytes = Vec::with_capacity(4 + len);
+        bytes.extend_from_slice(&(len as u32).to_le_bytes());
+        bytes.extend_from_slice(tmpdir.as_os_str().as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(command.as_bytes());
+        bytes
+    }
+
+    /// The body's length from the 4-byte header; `None` past the limit.
+    pub(crate) fn body_len(header: [u8; 4]) -> Option<usize> {
+        let len = u32::from_le_bytes(header) as usize;
+        (len <= MAX_ORDER_BYTES).then_some(len)
+    }
+
+    /// The order in `body` (what follows the header); `None` when it is
+    /// not one (no NUL, a relative `TMPDIR`, a NUL in the command).
+    pub(crate) fn decode(mut body: Vec<u8>) -> Option<Self> {
+        use std::os::unix::ffi::OsStringExt;
+        let nul = body.iter().position(|&b| b == 0)?;
+        let command = body.split_off(nul + 1);
+        body.pop();
+        if body.first() != Some(&b'/') || command.contains(&0) {
+            return None;
+        }
+        Some(Self {
+            command: OsString::from_vec(command),
+            tmpdir: PathBuf::from(OsString::from_vec(body)),
+        })
+    }
+}
+
+/// The longest status line; anything longer is not one.
+pub(crate) const MAX_STATUS_LINE: usize = 256;
+
+/// The end of `bash`: an exit code or a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// `exit N`.
+    Exit(i32),
+    /// Killed by signal N.
+    Signal(i32),
+}
+
+impl Ended {
+    /// The status line for this end.
+    pub(crate) fn line(self) -> String {
+        match self {
+            Self::Exit(code) => format!("exit {code}\n"),
+            Self::Signal(n) => format!("signal {n}\n"),
+        }
+    }
+
+    /// Parses a status line (`exit N` / `signal N`); anything else (an
+    /// `error …` line, nothing at all) is `None`.
+    pub(crate) fn parse(line: &[u8]) -> Option<Self> {
+        let line = std::str::from_utf8(line).ok()?.trim_end();
+        if let Some(n) = line.strip_prefix("exit ") {
+            return n.parse().ok().map(Self::Exit);
+        }
+        if let Some(n) = line.strip_prefix("signal ") {
+            return n.parse().ok().map(Self::Signal);
+        }
+        None
+    }
+
+    pub(crate) fn exit_code(self) -> Option<i32> {
+        match self {
+            Self::Exit(code) => Some(code),
+            Self::Signal(_) => None,
+        }
+    }
+
+    pub(crate) fn signal_name(self) -> Option<String> {
+        match self {
+            Self::Exit(_) => None,
+            Self::Signal(n) => Some(signal_name(n)),
+        }
+    }
+}
+
+/// What a supervisor could not do, sent as `error WHAT` (one word). The
+/// server logs the word; a line that is not one of these is logged as
+/// `unknown`, so a forged line never reaches the log verbatim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Could not become a child subreaper.
+    Subreaper,
+    /// Could not catch its signals.
+    Signals,
+    /// Could not create or enter the sandbox.
+    Sandbox,
+    /// A malformed order, or a channel error while reading it.
+    Order,
+    /// Could not enter the order's directory.
+    Cwd,
+    /// Could not start bash.
+    Spawn,
+    /// Could not wait for bash.
+    Wait,
+    /// bash ended in a way that is neither an exit nor a signal.
+    Status,
+}
+
+impl Failure {
+    const ALL: [Self; 8] = [
+        Self::Subreaper,
+        Self::Signals,
+        Self::Sandbox,
+        Self::Order,
+        Self::Cwd,
+        Self::Spawn,
+        Self::Wait,
+        Self::Status,
+    ];
+
+    /// The word on the wire and in the log.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Subreaper => "subreaper",
+            Self::Signals => "signals",
+            Self::Sandbox => "sandbox",
+            Self::Order => "order",
+            Self::Cwd => "cwd",
+            Self::Spawn => "spawn",
+            Self::Wait => "wait",
+            Self::Status => "status",
+        }
+    }
+
+    /// The status line for this failure.
+    pub(crate) fn line(self) -> String {
+        format!("error {}\n", self.as_str())
+    }
+
+    /// The failure an `error WHAT` line names; `None` for anything else.
+    pub(crate) fn parse(line: &[u8]) -> Option<Self> {
+        let word = std::str::from_utf8(line).ok()?.trim_end().strip_prefix("error ")?;
+        Self::ALL.into_iter().find(|f| f.as_str() == word)
+    }
+}
+
+/// `SIGKILL` for 9; `SIG<n>` for a number without a name here.
+pub fn signal_name(n: i32) -> String {
+    let name = match n {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        16 => "SIGSTKFLT",
+        17 => "SIGCHLD",
+        18 => "SIGCONT",
+        19 => "SIGSTOP",
+        20 => "SIGTSTP",
+        21 => "SIGTTIN",
+        22 => "SIGTTOU",
+        23 => "SIGURG",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        26 => "SIGVTALRM",
+        27 => "SIGPROF",
+        28 => "SIGWINCH",
+        29 => "SIGIO",
+        30 => "SIGPWR",
+        31 => "SIGSYS",
+        _ => return format!("SIG{n}"),
+    };
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_round_trip_and_nothing_else_parses() {
+        for ended in [Ended::Exit(7), Ended::Exit(-1), Ended::Signal(9)] {
+            assert_eq!(Ended::parse(ended.line().as_bytes()), Some(ended));
+        }
+        assert_eq!(Ended::parse(b"error spawn\n"), None);
+        assert_eq!(Ended::parse(b""), None);
+        for failure in Failure::ALL {
+            assert_eq!(Failure::parse(failure.line().as_bytes()), Some(failure));
+            assert_eq!(Ended::parse(failure.line().as_bytes()), None);
+        }
+        assert_eq!(Failure::parse(b"error \x1b[31mforged\n"), None);
+        assert_eq!(Failure::parse(b"exit 0\n"), None);
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(64), "SIG64");
+    }
+
+    #[test]
+    fn orders_round_trip_and_malformed_ones_are_refused() {
+        let bytes = Order::encode(Path::new("/tmp/serverfs-cmd-1"), "echo hi");
+        let len = Order::body_len(bytes[..4].try_into().unwrap()).unwrap();
+        assert_eq!(len, bytes.len() - 4);
+        assert_eq!(
+            Order::decode(bytes[4..].to_vec()),
+            Some(Order { command: "echo hi".into(), tmpdir: "/tmp/serverfs-cmd-1".into() })
+        );
+        assert_eq!(Order::body_len((MAX_ORDER_BYTES as u32 + 1).to_le_bytes()), None);
+        assert_eq!(Order::decode(b"relative\0echo".to_vec()), None);
+        assert_eq!(Order::decode(b"/tmp/x\0echo\0hi".to_vec()), None);
+        assert_eq!(Order::decode(b"/tmp/x".to_vec()), None);
+    }
+}

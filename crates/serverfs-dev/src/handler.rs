@@ -500,6 +500,16 @@ impl ServerHandler for DevServer {
             .with_server_info(Implementation::new("serverfs-dev", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
+
+    /// The tool router's dispatch, with the client's HTTP cancel merged
+    /// into the call's token.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        serverfs_transport::call_tool(&self.tool_router, self, request, context).await
+    }
 }
 
 /// What a router's tools can do, which decides their annotations (see

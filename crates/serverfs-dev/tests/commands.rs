@@ -483,3 +483,109 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
     assert_eq!(v["exit_code"], 0, "{v}");
     assert_none_survive(&t);
 }
+
+/// A POST of `message` to `url` as the holder of `bearer`, in the
+/// 2025-11-25 era (no session: every POST stands alone).
+fn post_as(url: &str, bearer: &str, message: &Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("Mcp-Protocol-Version", "2025-11-25")
+        .header("Authorization", format!("Bearer {bearer}"))
+        .body(message.to_string())
+}
+
+fn cancel_of(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "test"}})
+}
+
+/// `notifications/cancelled` in a POST of its own (stateless HTTP, the
+/// 2025-11-25 era) stops the command of the request it names, whether that
+/// request's answer is still pending or already streaming progress; that
+/// POST then carries the killed command's answer (the client ignores it).
+/// The same cancel from another caller does nothing. Nothing is logged
+/// as an ERROR.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_cancel_notification_stops_only_its_own_callers_command() {
+    use std::os::unix::fs::PermissionsExt;
+    const ALICE: &str = "tok-alice-0123456789abcdef";
+    const BOB: &str = "tok-bob-0123456789abcdef";
+    let p = Project::new();
+    let file = p.dir.path().join("tokens");
+    std::fs::write(&file, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut cmd = p.command();
+    cmd.env("SERVERFS_TOKENS_FILE", &file);
+    let serverfs_test_support::Listening { child: _child, addr, log } =
+        serverfs_test_support::listen(cmd, Duration::from_secs(30));
+    let (lines, cancel_lines) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in log.map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && (v["event"] == "cancelled" || v["level"] == "ERROR")
+            {
+                let _ = lines.send(v);
+            }
+        }
+    });
+    let url = format!("http://{addr}/mcp");
+    let bash = |id: u64, t: &str, progress: bool| {
+        let mut params = json!({"name": "bash",
+            "arguments": {"command": format!("sleep {t} & sleep {t}"), "timeout_seconds": 600}});
+        if progress {
+            params["_meta"] = json!({"progressToken": id});
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+
+    // Pending: no progress asked for, so nothing is sent before the end.
+    let pending = tag();
+    let call = tokio::spawn(post_as(&url, ALICE, &bash(7, &pending, false)).send());
+    let t = pending.clone();
+    tokio::task::spawn_blocking(move || wait_until_running(&t)).await.unwrap();
+    // Bob names Alice's request id: nothing happens to it.
+    let bob = post_as(&url, BOB, &cancel_of(7)).send().await.unwrap();
+    assert_eq!(bob.status(), 202);
+    assert!(!serverfs_test_support::pids_with(&pending).is_empty(), "bob's cancel stopped it");
+    assert!(cancel_lines.try_recv().is_err(), "bob's cancel was taken");
+    let alice = post_as(&url, ALICE, &cancel_of(7)).send().await.unwrap();
+    assert_eq!(alice.status(), 202);
+    let t = pending.clone();
+    tokio::task::spawn_blocking(move || assert_none_survive(&t)).await.unwrap();
+    let response = call.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("SIGKILL"), "the answer is the killed command's: {body}");
+    let line = cancel_lines.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (line["principal"].as_str(), line["request_id"].as_str()),
+        (Some("token:alice"), Some("7"))
+    );
+
+    // Streaming: the answer is an event stream already carrying progress.
+    let streaming = tag();
+    let mut response = post_as(&url, ALICE, &bash(8, &streaming, true)).send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut seen = String::new();
+    while !seen.contains("notifications/progress") {
+        let chunk = response.chunk().await.unwrap().expect("the stream ended before any progress");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let alice = post_as(&url, ALICE, &cancel_of(8)).send().await.unwrap();
+    assert_eq!(alice.status(), 202);
+    let t = streaming.clone();
+    tokio::task::spawn_blocking(move || assert_none_survive(&t)).await.unwrap();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("SIGKILL"), "the answer is the killed command's: {seen}");
+    // A cancelled call is logged at INFO; nothing is an ERROR.
+    let line = cancel_lines.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (line["event"].as_str(), line["request_id"].as_str()),
+        (Some("cancelled"), Some("8"))
+    );
+    assert!(cancel_lines.try_recv().is_err(), "an ERROR line was logged");
+}

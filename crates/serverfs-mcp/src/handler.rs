@@ -320,6 +320,16 @@ impl ServerHandler for ReadOnlyServer {
         Ok(())
     }
 
+    /// The tool router's dispatch, with the client's HTTP cancel merged
+    /// into the call's token.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        serverfs_transport::call_tool(&self.tool_router, self, request, context).await
+    }
+
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -342,9 +352,10 @@ impl ServerHandler for ReadOnlyServer {
         let target = uri.clone();
         // The log's `path` is the URI as sent.
         let call = CallLog { tool: "resources/read", workdir: None, path: Some(uri.clone()) };
+        let ct = serverfs_transport::with_client_cancel(context.ct, &context.extensions);
         let outcome = self
             .runner
-            .run(CallClass::Read, call, context.ct, move |fs, deadline| {
+            .run(CallClass::Read, call, ct, move |fs, deadline| {
                 let (alias, path) = uri::parse(&target)?;
                 fs.at(&alias, &path, |tools, root, loc| tools.read_whole_text(root, loc, deadline))
             })

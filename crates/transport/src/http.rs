@@ -56,6 +56,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::cancel::InFlight;
+
 /// How long requests in flight may run on after shutdown is asked for.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -331,7 +333,11 @@ where
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let limits = BodyLimits { max_bytes: options.max_body_bytes, timeout: options.body_timeout };
+    let limits = BodyLimits {
+        max_bytes: options.max_body_bytes,
+        timeout: options.body_timeout,
+        in_flight: Arc::default(),
+    };
     // `route_service`, not `nest_service`: only `/mcp` itself is the endpoint.
     Router::new()
         .route_service("/mcp", mcp)
@@ -344,14 +350,17 @@ pub fn with_header_checks(app: Router) -> Router {
     app.layer(middleware::from_fn(single_host_and_origin))
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct BodyLimits {
     max_bytes: usize,
     timeout: Duration,
+    /// The requests in flight, for `notifications/cancelled`.
+    in_flight: Arc<InFlight>,
 }
 
 /// Buffers the request body under the size cap and the total deadline, so
-/// that rmcp only ever sees a complete body.
+/// that rmcp only ever sees a complete body; then lets a cancel
+/// notification reach the request it names (see the cancel module).
 async fn read_whole_body(
     State(limits): State<BodyLimits>,
     request: Request,
@@ -360,7 +369,7 @@ async fn read_whole_body(
     let (parts, body) = request.into_parts();
     let read = Limited::new(body, limits.max_bytes).collect();
     match tokio::time::timeout(limits.timeout, read).await {
-        Ok(Ok(body)) => next.run(Request::from_parts(parts, Body::from(body.to_bytes()))).await,
+        Ok(Ok(body)) => limits.in_flight.serve(parts, body.to_bytes(), next).await,
         Ok(Err(e)) if e.is::<LengthLimitError>() => closing(
             StatusCode::PAYLOAD_TOO_LARGE,
             "413 Payload Too Large: request body over the limit\n",

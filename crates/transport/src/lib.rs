@@ -15,6 +15,7 @@
 //! carries the protocol under stdio.
 
 mod auth;
+mod cancel;
 mod health;
 mod http;
 mod logging;
@@ -22,6 +23,7 @@ mod logging;
 pub use auth::{Auth, BearerAuth, Principal, Refusal, RequireAuth, Verdict, Verify};
 /// The router type binaries add their own routes with.
 pub use axum::Router;
+pub use cancel::{CANCEL_GRACE, ClientCancel, call_tool, with_client_cancel};
 pub use health::probe_health;
 pub use http::{
     ConnectionOptions, HttpConfig, ListenError, McpGuard, McpOptions, SHUTDOWN_GRACE,

@@ -3,7 +3,8 @@
 
 The real binary over Streamable HTTP (auto = 2026-07-28 stateless, legacy =
 initialize) and stdio (auto, legacy): lists every tool, then read -> patch ->
-read back, write_file, bash, a shell session, and the refusals. The last line
+read back, write_file, bash, a shell session, the refusals, and a
+cancelled bash call (nothing of it may be left). The last line
 printed is `interop-dev: N passed, M failed`.
 
 Environment: SERVERFS_DEV_BIN (default target/release/serverfs-dev).
@@ -112,6 +113,50 @@ async def run_checks(client: Client, res: Results, tag: str, root: Path, base: s
     r = await call("list_directory", {"path": ""})
     names = {e["name"] for e in (r.structured_content or {}).get("entries", [])}
     chk("listing hides .git and .env", "app" in names and ".git" not in names and ".env" not in names, names)
+
+    # Cancel: the SDK abandons the call (a task cancelled mid-call) and sends
+    # notifications/cancelled; the command's whole tree must go.
+    arg = f"300.{os.getpid()}{time.monotonic_ns() % 10**9}"
+    call_task = asyncio.create_task(
+        call("bash", {"command": f"sleep {arg} & sleep {arg}", "timeout_seconds": 600})
+    )
+    started = await wait_for(lambda: bool(pids_with(arg)))
+    chk("the command to cancel started", started)
+    cancelled_at = time.monotonic()
+    call_task.cancel()
+    try:
+        await call_task
+    except asyncio.CancelledError:
+        pass
+    gone = await wait_for(lambda: not pids_with(arg))
+    ms = (time.monotonic() - cancelled_at) * 1000
+    print(f"interop-dev: [{tag}] cancel to no process left: {ms:.0f} ms")
+    chk("a cancelled bash call leaves nothing running", gone, pids_with(arg))
+
+
+def pids_with(needle: str) -> list[int]:
+    """Live processes whose command line contains `needle`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if needle.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+async def wait_for(condition, seconds: float = 30.0) -> bool:
+    """Polls `condition` until it holds (True) or `seconds` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
 
 
 async def run_mode(res: Results, tag: str, make_client, root: Path, base: str | None = None) -> None:

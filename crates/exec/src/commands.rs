@@ -38,7 +38,7 @@ use crate::run::{
     CommandSpec, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, Outcome, ProgressFn, check_seconds,
 };
 use crate::sandbox::SandboxConfig;
-use crate::session::{Owner, SessionConfig, SessionInfo, Sessions};
+use crate::session::{Owner, SessionConfig, SessionInfo, Sessions, short_id};
 use crate::settings::CommandConfig;
 
 /// What runs commands: the supervisor to start them under, the cap, the
@@ -69,15 +69,20 @@ impl Commands {
         Self { supervisor, limiter, sessions, policy, env, sandbox, audit_text }
     }
 
-    /// The audit trail: one INFO `command` line per bash call or input
-    /// written to a session, with who ran it, the command text (unless
-    /// left out), how it ended (exit status, or the refusal's code) and
-    /// how long the call took.
+    /// The audit trail: one INFO `command` line per command tool call
+    /// (bash, shell_open, shell_write, shell_read, shell_close), with who
+    /// called, the command text or input when there is one (unless left
+    /// out), the session it concerns (the first 8 hex digits of its id),
+    /// how it ended (exit status, or the refusal's code) and how long the
+    /// call took. Sessions add their own lines: `session_ended` when one
+    /// ends (a yielded command included), `session_closed` when the server
+    /// closes one (idle, shutdown).
     pub fn audit(
         &self,
         principal: &str,
         tool: &str,
-        command: &str,
+        command: Option<&str>,
+        session: Option<&str>,
         outcome: &Result<impl Audited, FsError>,
         started: Instant,
     ) {
@@ -85,9 +90,12 @@ impl Commands {
             Ok(done) => done.status(),
             Err(e) => e.code().as_str().to_owned(),
         };
-        let command = self.audit_text.then(|| command.chars().take(4096).collect::<String>());
+        let command = command
+            .filter(|_| self.audit_text)
+            .map(|command| command.chars().take(4096).collect::<String>());
+        let session = session.map(short_id);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        tracing::info!(event = "command", principal, tool, command, status, duration_ms);
+        tracing::info!(event = "command", principal, tool, command, session, status, duration_ms);
     }
 
     /// Runs `args.command` in its workdir (located in `root`); one still
@@ -193,6 +201,34 @@ impl Audited for Outcome {
 impl Audited for ShellWritten {
     fn status(&self) -> String {
         "written".to_owned()
+    }
+}
+
+impl Audited for ShellOpened {
+    fn status(&self) -> String {
+        "opened".to_owned()
+    }
+}
+
+impl Audited for ReadOutput {
+    fn status(&self) -> String {
+        let read = format!("read {} bytes", self.output.len());
+        match (self.exited, self.exit_code, &self.signal) {
+            (false, _, _) => read,
+            (true, Some(code), _) => format!("{read}, exited: exit {code}"),
+            (true, None, Some(signal)) => format!("{read}, exited: {signal}"),
+            (true, None, None) => format!("{read}, exited"),
+        }
+    }
+}
+
+impl Audited for SessionInfo {
+    fn status(&self) -> String {
+        match (self.exit_code, &self.signal) {
+            (Some(code), _) => format!("closed: exit {code}"),
+            (None, Some(signal)) => format!("closed: {signal}"),
+            (None, None) => "closed".to_owned(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! kept part never starts inside one.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -166,11 +167,30 @@ fn complete_prefix(bytes: &[u8]) -> usize {
 pub(crate) struct Shared {
     buffer: Mutex<Buffer>,
     changed: watch::Sender<u64>,
+    /// Set once the output is a session's: whose, for its end's audit line.
+    audit: Mutex<Option<SessionAudit>>,
+}
+
+/// Who a session belongs to, for the audit line of its end.
+#[derive(Debug)]
+pub(crate) struct SessionAudit {
+    /// The owner's name: the principal (`token:<name>`, `stdio`, …).
+    pub(crate) principal: String,
+    /// The session id's first 8 hex digits: enough to follow a session
+    /// through the log, not enough to use it (the id is a capability).
+    pub(crate) session: String,
+    /// `shell` or `bash` (a command that yielded).
+    pub(crate) kind: &'static str,
+    pub(crate) started: Instant,
 }
 
 impl Shared {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self { buffer: Mutex::new(Buffer::default()), changed: watch::Sender::new(0) })
+        Arc::new(Self {
+            buffer: Mutex::new(Buffer::default()),
+            changed: watch::Sender::new(0),
+            audit: Mutex::default(),
+        })
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Buffer> {
@@ -187,7 +207,14 @@ impl Shared {
         self.changed.subscribe()
     }
 
-    /// Records the end (all output is in), and wakes the readers.
+    /// Makes the output a session's: its end is audited from now on.
+    pub(crate) fn attach(&self, audit: SessionAudit) {
+        *self.audit.lock().unwrap_or_else(PoisonError::into_inner) = Some(audit);
+    }
+
+    /// Records the end (all output is in), wakes the readers, and writes
+    /// the session's end line (one INFO `session_ended` naming its owner,
+    /// how it ended and how long it ran) when it is a session's.
     pub(crate) fn finish(&self, ended: Option<Ended>) {
         {
             let mut b = self.lock();
@@ -195,6 +222,19 @@ impl Shared {
             b.exited = true;
         }
         self.bump();
+        if let Some(audit) = self.audit.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let status = ended.map_or_else(|| "supervisor failed".to_owned(), Ended::status);
+            let duration_ms =
+                u64::try_from(audit.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::info!(
+                event = "session_ended",
+                principal = audit.principal,
+                session = audit.session,
+                kind = audit.kind,
+                status,
+                duration_ms,
+            );
+        }
     }
 }
 

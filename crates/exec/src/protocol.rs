@@ -117,6 +117,14 @@ impl Ended {
         None
     }
 
+    /// `exit N` or the signal's name, for audit lines.
+    pub(crate) fn status(self) -> String {
+        match self {
+            Self::Exit(code) => format!("exit {code}"),
+            Self::Signal(n) => signal_name(n),
+        }
+    }
+
     pub(crate) fn exit_code(self) -> Option<i32> {
         match self {
             Self::Exit(code) => Some(code),

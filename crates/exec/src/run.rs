@@ -304,6 +304,7 @@ fn peek(sink: &Mutex<CappedText>) -> (String, bool) {
 /// yielded answer; `None` when the owner has no room (the run goes on).
 fn yield_now(
     to: &YieldTo,
+    started: Instant,
     shared: &Arc<Shared>,
     token: &CancellationToken,
     out: &Mutex<CappedText>,
@@ -313,7 +314,7 @@ fn yield_now(
         let b = shared.lock();
         (b.complete_end(), peek(out), peek(err))
     };
-    let session_id = to.sessions.adopt(&to.owner, shared.clone(), token.clone()).ok()?;
+    let session_id = to.sessions.adopt(&to.owner, shared.clone(), token.clone(), started).ok()?;
     Some(Outcome {
         stdout,
         stderr,
@@ -384,7 +385,7 @@ impl Drive {
                 }
                 () = &mut yield_at, if yield_to.is_some() && !stop.is_cancelled() => {
                     if let (Some((to, tx)), Some((shared, _))) = (yield_to.take(), &merged)
-                        && let Some(answer) = yield_now(&to, shared, &token, &out_sink, &err_sink)
+                        && let Some(answer) = yield_now(&to, start, shared, &token, &out_sink, &err_sink)
                         && tx.send(answer).is_ok()
                     {
                         // The call has answered: no progress for it any more.

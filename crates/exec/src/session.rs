@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::{STOP_GRACE, drive};
 use crate::launch::{ChildEnv, Supervisor, internal, spawn};
-use crate::output::{ReadOutput, Shared, drain};
+use crate::output::{ReadOutput, SessionAudit, Shared, drain};
 use crate::sandbox::SandboxConfig;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
@@ -40,6 +40,12 @@ impl Owner {
     pub fn new(name: impl Into<String>) -> Self {
         Self(name.into())
     }
+}
+
+/// A session id's first 8 hex digits: enough to follow a session through
+/// the log, not enough to use it (the whole id is a capability).
+pub(crate) fn short_id(id: &str) -> String {
+    id.chars().take(8).collect()
 }
 
 /// Limits and defaults of the session registry.
@@ -216,6 +222,18 @@ fn not_found() -> FsError {
     FsError::invalid("No such shell session (it was closed, reaped, or never existed).")
 }
 
+fn audit(owner: &Owner, id: &str, kind: &'static str, started: Instant) -> SessionAudit {
+    SessionAudit { principal: owner.0.clone(), session: short_id(id), kind, started }
+}
+
+/// The audit line of sessions the server closed on its own (idle, or at
+/// shutdown); a client's `shell_close` has its tool's line.
+fn log_closed(closed: &[(String, Arc<Session>)], by: &'static str) {
+    for (id, s) in closed {
+        tracing::info!(event = "session_closed", principal = s.owner.0, session = short_id(id), by);
+    }
+}
+
 fn new_id() -> Result<String, FsError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| internal("Could not create a session id", e))?;
@@ -271,15 +289,19 @@ impl Sessions {
 
     /// Registers a running command (its output in `shared`, stopped by
     /// firing `stop`) as a session of `owner`; `SERVER_BUSY` past the caps.
+    /// `started` is when the command started (its end line says how long
+    /// it ran).
     pub(crate) fn adopt(
         &self,
         owner: &Owner,
         shared: Arc<Shared>,
         stop: CancellationToken,
+        started: Instant,
     ) -> Result<String, FsError> {
         let mut map = self.map();
         self.check_room(&map, owner)?;
         let id = new_id()?;
+        shared.attach(audit(owner, &id, "bash", started));
         let session = Arc::new(Session {
             owner: owner.clone(),
             shared,
@@ -338,6 +360,7 @@ impl Sessions {
             .into_split()
             .1;
         let shared = Shared::new();
+        shared.attach(audit(owner, &id, "shell", Instant::now()));
         let stop = CancellationToken::new();
         let session = Arc::new(Session {
             owner: owner.clone(),
@@ -449,13 +472,14 @@ impl Sessions {
     /// returns how many. The reaper task calls this periodically.
     pub async fn reap_idle(&self) -> usize {
         let idle = self.inner.cfg.idle_timeout;
-        let stale: Vec<Arc<Session>> = {
+        let stale: Vec<(String, Arc<Session>)> = {
             let mut map = self.map();
             let ids: Vec<String> =
                 map.iter().filter(|(_, s)| s.idle() >= idle).map(|(id, _)| id.clone()).collect();
-            ids.iter().filter_map(|id| map.remove(id)).collect()
+            ids.into_iter().filter_map(|id| map.remove(&id).map(|s| (id, s))).collect()
         };
-        for s in &stale {
+        log_closed(&stale, "idle");
+        for (_, s) in &stale {
             s.shut().await;
         }
         stale.len()
@@ -463,8 +487,9 @@ impl Sessions {
 
     /// Closes every session (server shutdown).
     pub async fn close_all(&self) {
-        let all: Vec<Arc<Session>> = self.map().drain().map(|(_, s)| s).collect();
-        for s in &all {
+        let all: Vec<(String, Arc<Session>)> = self.map().drain().collect();
+        log_closed(&all, "shutdown");
+        for (_, s) in &all {
             s.shut().await;
         }
     }

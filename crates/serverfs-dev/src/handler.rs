@@ -328,7 +328,8 @@ impl DevServer {
         let caller = self.owner.of(&context.extensions);
         let work = self.commands.bash(self.project.root(), &caller.owner, args, ct, progress);
         let outcome = logged(call, ct, work).await;
-        self.commands.audit(&caller.principal, "bash", &command, &outcome, started);
+        let session = outcome.as_ref().ok().and_then(|o| o.session_id.as_deref());
+        self.commands.audit(&caller.principal, "bash", Some(&command), session, &outcome, started);
         self.runner.answer(outcome)
     }
 
@@ -346,9 +347,14 @@ impl DevServer {
     ) -> ToolResult {
         let args = args.accept("shell_open")?;
         let call = CallLog { tool: "shell_open", workdir: None, path: Some(args.workdir.clone()) };
-        let owner = self.owner.of(&extensions).owner;
-        let work = async { self.commands.shell_open(self.project.root(), &owner, &args.workdir) };
-        self.runner.answer(logged(call, &ct, work).await)
+        let caller = self.owner.of(&extensions);
+        let started = std::time::Instant::now();
+        let work =
+            async { self.commands.shell_open(self.project.root(), &caller.owner, &args.workdir) };
+        let outcome = logged(call, &ct, work).await;
+        let session = outcome.as_ref().ok().map(|o| o.session_id.as_str());
+        self.commands.audit(&caller.principal, "shell_open", None, session, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(
@@ -368,7 +374,8 @@ impl DevServer {
         let caller = self.owner.of(&extensions);
         let started = std::time::Instant::now();
         let outcome = logged(call, &ct, self.commands.shell_write(&caller.owner, &args)).await;
-        self.commands.audit(&caller.principal, "shell_write", &args.input, &outcome, started);
+        let (input, session) = (Some(args.input.as_str()), Some(args.session_id.as_str()));
+        self.commands.audit(&caller.principal, "shell_write", input, session, &outcome, started);
         self.runner.answer(outcome)
     }
 
@@ -386,9 +393,12 @@ impl DevServer {
     ) -> ToolResult {
         let args = args.accept("shell_read")?;
         let call = CallLog { tool: "shell_read", workdir: None, path: None };
-        let owner = self.owner.of(&extensions).owner;
-        let work = self.commands.shell_read(&owner, &args, &ct);
-        self.runner.answer(logged(call, &ct, work).await)
+        let caller = self.owner.of(&extensions);
+        let started = std::time::Instant::now();
+        let outcome = logged(call, &ct, self.commands.shell_read(&caller.owner, &args, &ct)).await;
+        let session = Some(args.session_id.as_str());
+        self.commands.audit(&caller.principal, "shell_read", None, session, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(
@@ -405,9 +415,13 @@ impl DevServer {
     ) -> ToolResult {
         let args = args.accept("shell_close")?;
         let call = CallLog { tool: "shell_close", workdir: None, path: None };
-        let owner = self.owner.of(&extensions).owner;
-        let work = self.commands.shell_close(&owner, &args.session_id);
-        self.runner.answer(logged(call, &ct, work).await)
+        let caller = self.owner.of(&extensions);
+        let started = std::time::Instant::now();
+        let work = self.commands.shell_close(&caller.owner, &args.session_id);
+        let outcome = logged(call, &ct, work).await;
+        let session = Some(args.session_id.as_str());
+        self.commands.audit(&caller.principal, "shell_close", None, session, &outcome, started);
+        self.runner.answer(outcome)
     }
 
     #[tool(

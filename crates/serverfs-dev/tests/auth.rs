@@ -141,7 +141,8 @@ const BOB: &str = "tok-bob-0123456789abcdef";
 
 /// Named tokens (SERVERFS_TOKENS_FILE): each holder is its own owner with
 /// its own quota of shell sessions, cannot reach another's, and is named
-/// in the audit line; unknown tokens are refused as before.
+/// in every audit line (each command tool's, a session's end, a yielded
+/// command's end); unknown tokens are refused as before.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_named_token_has_its_own_sessions_and_quota() {
     use std::os::unix::fs::PermissionsExt;
@@ -234,6 +235,56 @@ async fn each_named_token_has_its_own_sessions_and_quota() {
         }
     };
     assert_eq!(line["principal"], "token:bob", "{line}");
+
+    // Every shell tool's call has its line, naming the holder and the
+    // session (the first 8 hex digits of its id), and so has the end of a
+    // session and of a command that yielded (with its exit code).
+    let (_, opened) = call(&url, &as_bob, "shell_open", json!({})).await;
+    let shell = opened["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
+    let on = |args: Value| {
+        let mut args = args;
+        args["session_id"] = json!(shell);
+        args
+    };
+    call(&url, &as_bob, "shell_write", on(json!({"input": "exit 3\n"}))).await;
+    loop {
+        let (_, read) = call(&url, &as_bob, "shell_read", on(json!({"wait_ms": 2000}))).await;
+        if read["result"]["structuredContent"]["exited"] == true {
+            break;
+        }
+    }
+    call(&url, &as_bob, "shell_close", on(json!({}))).await;
+    let gate = p.path("gate");
+    let command = "while [ ! -e gate ]; do sleep 0.05; done; exit 4";
+    let args = json!({"command": command, "yield_after_seconds": 1, "timeout_seconds": 600});
+    let (_, yielded) = call(&url, &as_bob, "bash", args).await;
+    let yielded = &yielded["result"]["structuredContent"];
+    assert_eq!(yielded["running"], true, "{yielded}");
+    let command_session = yielded["session_id"].as_str().unwrap().to_owned();
+    std::fs::write(&gate, "").unwrap();
+
+    let short = |id: &str| id[..8].to_owned();
+    let mut expected: Vec<(&str, &str, String, &str)> = vec![
+        ("command", "shell_open", short(&shell), "opened"),
+        ("command", "shell_write", short(&shell), "written"),
+        ("command", "shell_read", short(&shell), "exited: exit 3"),
+        ("session_ended", "shell", short(&shell), "exit 3"),
+        ("command", "shell_close", short(&shell), "closed: exit 3"),
+        ("command", "bash", short(&command_session), "running"),
+        ("session_ended", "bash", short(&command_session), "exit 4"),
+    ];
+    while !expected.is_empty() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let v = audit.recv_timeout(left).unwrap_or_else(|_| panic!("missing: {expected:?}"));
+        expected.retain(|(event, what, session, status)| {
+            let kind = if *event == "command" { &v["tool"] } else { &v["kind"] };
+            !(v["event"] == *event
+                && kind == what
+                && v["session"] == session.as_str()
+                && v["principal"] == "token:bob"
+                && v["status"].as_str().is_some_and(|s| s.ends_with(status)))
+        });
+    }
     let _ = child.kill();
     let _ = child.wait();
 }

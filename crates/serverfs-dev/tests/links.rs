@@ -620,3 +620,51 @@ async fn uploads_beyond_the_bound_are_refused_busy() {
     assert_eq!(p.read("extra.bin"), "abc");
     drop(slow);
 }
+
+/// Each `/files` request has one log line naming who made it: the bearer
+/// token's holder, `link` for a signed link, none for a refusal.
+#[tokio::test]
+async fn the_transfer_line_names_the_principal() {
+    let p = Project::new();
+    std::fs::write(p.path("a.txt"), "a\n").unwrap();
+    let mut cmd = p.command();
+    cmd.env("SERVERFS_TOKEN", TOKEN);
+    let serverfs_test_support::Listening { child: _child, addr, log } =
+        serverfs_test_support::listen(cmd, Duration::from_secs(30));
+    let (lines, transfers) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in log.map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["event"] == "file_transfer"
+            {
+                let _ = lines.send(v);
+            }
+        }
+    });
+    let h = http();
+    let url = format!("http://{addr}/files/a.txt");
+    assert_eq!(h.get(&url).bearer_auth(TOKEN).send().await.unwrap().status(), 200);
+    assert_eq!(h.get(&url).send().await.unwrap().status(), 401);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "file_link", "arguments": {"path": "a.txt", "method": "GET"}}});
+    let answer: Value = h
+        .post(format!("http://{addr}/mcp"))
+        .bearer_auth(TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("Mcp-Protocol-Version", "2025-11-25")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let link = answer["result"]["structuredContent"]["url"].as_str().unwrap();
+    let link = format!("http://{addr}{link}");
+    assert_eq!(h.get(&link).bearer_auth("not-the-token").send().await.unwrap().status(), 200);
+    let principals: Vec<Value> = (0..3)
+        .map(|_| transfers.recv_timeout(Duration::from_secs(30)).unwrap()["principal"].clone())
+        .collect();
+    assert_eq!(principals, [json!("token"), Value::Null, json!("link")]);
+}

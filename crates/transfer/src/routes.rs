@@ -52,17 +52,24 @@ async fn serve(State(files): State<Files>, request: Request) -> Response {
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let raw = request.uri().path().strip_prefix("/files/").unwrap_or("").to_owned();
-    let response = authorised(&files, &request, &raw);
-    let response = match response {
-        Err(response) => *response,
-        Ok(path) if method == Method::PUT => upload(&files, request, path).await,
-        Ok(path) => download(&files, request.headers(), path, method == Method::HEAD).await,
+    let (response, principal) = match authorised(&files, &request, &raw) {
+        Err(response) => (*response, None),
+        Ok((path, principal)) if method == Method::PUT => {
+            (upload(&files, request, path).await, Some(principal))
+        }
+        Ok((path, principal)) => {
+            let head = method == Method::HEAD;
+            (download(&files, request.headers(), path, head).await, Some(principal))
+        }
     };
     // The path as sent (percent-encoded), never the query: its signature
-    // is a credential. `head_ms`: until the response head (a download
-    // streams on after it; an upload is complete by then).
+    // is a credential. `principal`: the bearer token's holder, or `link`
+    // for a signed link (whoever holds it); none for a refusal. `head_ms`:
+    // until the response head (a download streams on after it; an upload
+    // is complete by then).
     tracing::info!(
         event = "file_transfer",
+        principal,
         method = %method,
         path = %raw,
         status = response.status().as_u16(),
@@ -71,10 +78,16 @@ async fn serve(State(files): State<Files>, request: Request) -> Response {
     response
 }
 
-/// The decoded client path of an authorised request, or the refusal.
-fn authorised(files: &Files, request: &Request, raw: &str) -> Result<String, Box<Response>> {
+/// The decoded client path of an authorised request and who it is (see
+/// `serve`), or the refusal.
+fn authorised(
+    files: &Files,
+    request: &Request,
+    raw: &str,
+) -> Result<(String, String), Box<Response>> {
     let query = SignedQuery::parse(request.uri().query());
-    let bearer = files.bearer.as_ref().is_some_and(|b| b.authorizes(request.headers()));
+    let principal = files.bearer.as_ref().and_then(|b| b.principal(request.headers()));
+    let bearer = principal.is_some();
     if !bearer && !query.is_signed() {
         return Err(Box::new(plain(
             StatusCode::UNAUTHORIZED,
@@ -96,7 +109,7 @@ fn authorised(files: &Files, request: &Request, raw: &str) -> Result<String, Box
             return Err(Box::new(plain(StatusCode::FORBIDDEN, text)));
         }
     }
-    Ok(path)
+    Ok((path, principal.map_or_else(|| "link".to_owned(), |p| p.to_string())))
 }
 
 async fn download(files: &Files, headers: &HeaderMap, path: String, head: bool) -> Response {

@@ -238,14 +238,63 @@ impl Shared {
     }
 }
 
+/// The longest last line kept for progress reports, in bytes.
+const MAX_LAST_LINE: usize = 200;
+
+/// What a progress report says of a command's output so far: how many
+/// lines it has written (both streams) and its last non-blank one.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    lines: u64,
+    /// The line being written (its first [`MAX_LAST_LINE`] bytes).
+    partial: Vec<u8>,
+    last: Vec<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.lines += 1;
+            self.extend_partial(&rest[..end]);
+            if self.partial.iter().any(|b| !b.is_ascii_whitespace()) {
+                std::mem::swap(&mut self.last, &mut self.partial);
+            }
+            self.partial.clear();
+            rest = &rest[end + 1..];
+        }
+        self.extend_partial(rest);
+    }
+
+    fn extend_partial(&mut self, bytes: &[u8]) {
+        let room = MAX_LAST_LINE.saturating_sub(self.partial.len());
+        self.partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Lines written so far, and the last non-blank one (lossy UTF-8,
+    /// control characters shown as `?`), if any.
+    pub(crate) fn report(&self) -> (u64, Option<String>) {
+        let last = (!self.last.is_empty()).then(|| {
+            String::from_utf8_lossy(&self.last)
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect::<String>()
+                .trim()
+                .to_owned()
+        });
+        (self.lines, last)
+    }
+}
+
 /// Reads a command's stream to its end into `sink` (capped; what was read
-/// stays there when the drain is dropped unfinished) and the merged buffer
-/// `(shared, cap)`, either or both. The buffer's lock is taken first, so
-/// that a snapshot under it sees both alike.
+/// stays there when the drain is dropped unfinished), the merged buffer
+/// `(shared, cap)` and the progress `tail`, any of them. The buffer's lock
+/// is taken first, so that a snapshot under it sees both alike.
 pub(crate) async fn drain(
     mut stream: impl AsyncRead + Unpin,
     sink: Option<&Mutex<CappedText>>,
     merged: Option<(&Shared, usize)>,
+    tail: Option<&Mutex<Tail>>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -260,6 +309,9 @@ pub(crate) async fn drain(
                 if let Some(sink) = sink {
                     sink.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]);
                 }
+                if let Some(tail) = tail {
+                    tail.lock().unwrap_or_else(PoisonError::into_inner).push(&buf[..n]);
+                }
                 drop(buffer);
                 if let Some((shared, _)) = merged {
                     shared.bump();
@@ -272,6 +324,21 @@ pub(crate) async fn drain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_counts_lines_and_keeps_the_last_non_blank_one() {
+        let mut tail = Tail::default();
+        assert_eq!(tail.report(), (0, None));
+        tail.push(b"first\nsec");
+        tail.push(b"ond\n\n   \nthird-without-newline");
+        assert_eq!(tail.report(), (4, Some("second".to_owned())));
+        tail.push(b"\n\x1b[31mred\x1b[0m\n");
+        assert_eq!(tail.report(), (6, Some("?[31mred?[0m".to_owned())));
+        tail.push(&[b'x'; 500]);
+        tail.push(b"\n");
+        let (lines, last) = tail.report();
+        assert_eq!((lines, last.map(|l| l.len())), (7, Some(MAX_LAST_LINE)));
+    }
 
     #[test]
     fn complete_prefix_stops_before_incomplete_chars() {

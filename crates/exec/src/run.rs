@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capped::CappedText;
 use crate::driver::{FAR, drive};
 use crate::launch::{ChildEnv, Spawned, Supervisor, internal, prepare_next, spawn_run};
-use crate::output::{Shared, drain};
+use crate::output::{Shared, Tail, drain};
 use crate::protocol::MAX_COMMAND_BYTES;
 use crate::sandbox::SandboxConfig;
 use crate::session::{Owner, Sessions};
@@ -81,13 +81,18 @@ impl CommandSpec {
 }
 
 /// A progress report for a running command.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Progress {
     /// Time since the command started.
     pub elapsed: Duration,
     /// The timeout it runs under.
     pub timeout: Duration,
+    /// Lines of output written so far (both streams).
+    pub lines: u64,
+    /// The last non-blank line written, at most 200 bytes, control
+    /// characters shown as `?`.
+    pub last_line: Option<String>,
 }
 
 /// Called every [`CommandSpec::progress_interval`] while a command runs.
@@ -345,12 +350,13 @@ impl Drive {
         let out_sink = Mutex::new(CappedText::new(cap));
         let err_sink = Mutex::new(CappedText::new(cap));
         let merged_ref = merged.as_ref().map(|(shared, cap)| (&**shared, *cap));
+        let tail = Mutex::new(Tail::default());
         // Polled in this task (no task of their own): at the command's end
         // its output and its exit wake one task, not three.
         let output = async {
             tokio::join!(
-                drain(stdout, Some(&out_sink), merged_ref),
-                drain(stderr, Some(&err_sink), merged_ref),
+                drain(stdout, Some(&out_sink), merged_ref, Some(&tail)),
+                drain(stderr, Some(&err_sink), merged_ref, Some(&tail)),
             );
         };
         let stop = CancellationToken::new();
@@ -394,7 +400,9 @@ impl Drive {
                 }
                 _ = tick.tick(), if progress.is_some() && !stop.is_cancelled() => {
                     if let Some(p) = &progress {
-                        p(Progress { elapsed: start.elapsed(), timeout });
+                        let (lines, last_line) =
+                            tail.lock().unwrap_or_else(PoisonError::into_inner).report();
+                        p(Progress { elapsed: start.elapsed(), timeout, lines, last_line });
                     }
                 }
             }

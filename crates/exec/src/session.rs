@@ -372,7 +372,8 @@ impl Sessions {
         });
         let cap = cfg.buffer_cap;
         tokio::spawn(async move {
-            let ending = drive(spawned, stop, drain(reader, None, Some((&shared, cap)))).await;
+            let ending =
+                drive(spawned, stop, drain(reader, None, Some((&shared, cap)), None)).await;
             shared.finish(ending.ended);
         });
         map.insert(id.clone(), session);

@@ -315,9 +315,15 @@ impl DevServer {
         let progress = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();
             let report: serverfs_exec::ProgressFn = Arc::new(move |p: serverfs_exec::Progress| {
+                // The numbers are seconds of the timeout; the message says
+                // what the command is doing.
+                let message = match &p.last_line {
+                    Some(last) => format!("{} lines of output; last: {last}", p.lines),
+                    None => format!("{} lines of output", p.lines),
+                };
                 let param = ProgressNotificationParam::new(token.clone(), p.elapsed.as_secs_f64())
                     .with_total(p.timeout.as_secs_f64())
-                    .with_message("seconds elapsed of the timeout");
+                    .with_message(message);
                 let peer = peer.clone();
                 tokio::spawn(async move { peer.notify_progress(param).await });
             });

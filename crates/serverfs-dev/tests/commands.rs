@@ -308,24 +308,31 @@ async fn ten_megabytes_on_each_stream_are_cut_and_memory_stays_flat() {
 fn a_long_command_reports_progress_over_stdio() {
     let p = Project::new();
     let mut server = RawStdio::start(&p);
+    // It waits for the file `go` (the test's event, not a clock).
+    let command =
+        "echo first; echo 'second line'; while [ ! -e go ]; do sleep 0.05; done; echo done";
     server
         .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash",
-        "arguments": {"command": "sleep 6; echo done"}, "_meta": {"progressToken": "p-1"}}}));
+        "arguments": {"command": command}, "_meta": {"progressToken": "p-1"}}}));
     let mut progress = Vec::new();
     let answer = loop {
         let v = server.next();
         if v["method"] == "notifications/progress" {
             progress.push(v["params"].clone());
+            std::fs::write(p.path("go"), "").unwrap();
         } else if v["id"] == 2 {
             break v;
         }
     };
-    assert_eq!(answer["result"]["structuredContent"]["stdout"], "done\n", "{answer}");
+    let stdout = &answer["result"]["structuredContent"]["stdout"];
+    assert_eq!(stdout, "first\nsecond line\ndone\n", "{answer}");
     assert!(!progress.is_empty(), "no progress notification");
     assert!(
         progress.iter().all(|p| p["progressToken"] == "p-1" && p["total"] == 30.0),
         "{progress:?}"
     );
+    // What it is doing: its lines so far and the last one.
+    assert_eq!(progress[0]["message"], "2 lines of output; last: second line", "{progress:?}");
     server.finish();
 }
 

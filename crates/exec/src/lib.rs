@@ -101,13 +101,14 @@ server then inherits the tree and kills it.
 #![deny(missing_docs)]
 
 // The process boundary. The supervisor program (`supervisor`) uses only
-// the shared leaves (`protocol`, `sandbox`, `children`); the server's side
+// the shared leaves (`protocol`, `sandbox`, `confine`, `children`); the server's side
 // starts supervisors (`launch`), drives each one the same way (`driver`)
 // for one-shot commands (`run`) and shell sessions (`session`, `output`),
 // and serves them as tools (`commands`). No module imports one above it.
 mod capped;
 mod children;
 mod commands;
+mod confine;
 mod driver;
 mod launch;
 mod limit;

@@ -149,6 +149,10 @@ pub(crate) enum Failure {
     Subreaper,
     /// Could not catch its signals.
     Signals,
+    /// Could not start a session of its own (no controlling terminal).
+    Session,
+    /// Could not build or apply the seccomp filter, or drop capabilities.
+    Confine,
     /// Could not create or enter the sandbox.
     Sandbox,
     /// A malformed order, or a channel error while reading it.
@@ -164,9 +168,11 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 10] = [
         Self::Subreaper,
         Self::Signals,
+        Self::Session,
+        Self::Confine,
         Self::Sandbox,
         Self::Order,
         Self::Cwd,
@@ -180,6 +186,8 @@ impl Failure {
         match self {
             Self::Subreaper => "subreaper",
             Self::Signals => "signals",
+            Self::Session => "session",
+            Self::Confine => "confine",
             Self::Sandbox => "sandbox",
             Self::Order => "order",
             Self::Cwd => "cwd",

@@ -46,6 +46,7 @@ use rustix::process::{
 };
 
 use crate::children;
+use crate::confine::Filter;
 use crate::protocol::{ENV_KEYS, Ended, Failure, Order, PROTOCOL};
 use crate::sandbox::{Prepared, SandboxConfig};
 
@@ -223,6 +224,8 @@ struct Setup {
     /// SIGCHLD: bash may have ended.
     child_ended: UnixStream,
     bash: OsString,
+    /// The seccomp filter, compiled, not yet applied.
+    filter: Filter,
     /// The sandbox's ruleset, created, not yet enforced.
     sandbox: Option<Prepared>,
 }
@@ -234,11 +237,16 @@ impl Setup {
     fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, Failure> {
         use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
         set_child_subreaper(Some(getpid())).map_err(|_| Failure::Subreaper)?;
+        // A session of our own: bash and all it starts have no controlling
+        // terminal (see the confine module).
+        rustix::process::setsid().map_err(|_| Failure::Session)?;
         let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| Failure::Signals)?;
         let child_ended = watch(&[SIGCHLD]).map_err(|_| Failure::Signals)?;
+        let network = sandbox.is_none_or(|s| s.network);
+        let filter = Filter::new(network).map_err(|_| Failure::Confine)?;
         let sandbox =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
-        Ok(Self { stop, child_ended, bash: find_bash(), sandbox })
+        Ok(Self { stop, child_ended, bash: find_bash(), filter, sandbox })
     }
 
     /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
@@ -289,7 +297,7 @@ impl Setup {
             report(&mut control_w, &Ended::Signal(Signal::KILL.as_raw()).line());
             return Ok(());
         }
-        let mut child = match spawn_bash(&mut bash, self.sandbox, tmpdir.as_deref()) {
+        let mut child = match spawn_bash(&mut bash, &self.filter, self.sandbox, tmpdir.as_deref()) {
             Ok(child) => child,
             Err(what) => {
                 report(&mut control_w, &what.line());
@@ -420,19 +428,23 @@ fn find_bash() -> OsString {
     "bash".into()
 }
 
-/// Starts bash, inside a fresh Landlock domain when `sandbox` is given
-/// (with `tmpdir` writable in it): in a thread of its own that enters the
-/// domain, forks and ends, so no thread of the supervisor stays in the
-/// command's domain (see the sandbox module).
+/// Starts bash confined (see the confine module) and, when `sandbox` is
+/// given, inside a fresh Landlock domain (with `tmpdir` writable in it): in
+/// a thread of its own that confines itself, forks and ends, so no thread
+/// of the supervisor stays confined or in the command's domain (see the
+/// sandbox module).
 fn spawn_bash(
     bash: &mut std::process::Command,
+    filter: &Filter,
     sandbox: Option<Prepared>,
     tmpdir: Option<&Path>,
 ) -> Result<std::process::Child, Failure> {
-    let Some(sandbox) = sandbox else { return bash.spawn().map_err(|_| Failure::Spawn) };
     std::thread::scope(|s| {
         s.spawn(|| {
-            sandbox.restrict_this_thread(tmpdir).map_err(|_| Failure::Sandbox)?;
+            filter.confine_this_thread().map_err(|_| Failure::Confine)?;
+            if let Some(sandbox) = sandbox {
+                sandbox.restrict_this_thread(tmpdir).map_err(|_| Failure::Sandbox)?;
+            }
             bash.spawn().map_err(|_| Failure::Spawn)
         })
         .join()

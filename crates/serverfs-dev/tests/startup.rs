@@ -176,25 +176,34 @@ fn every_command_leaves_one_audit_line() {
     let p = Project::new();
     let lines = commands_logged(&p, &[]);
     let audit: Vec<&Value> = lines.iter().filter(|v| v["event"] == "command").collect();
-    assert_eq!(audit.len(), 3, "{lines:?}");
+    assert_eq!(audit.len(), 4, "{lines:?}");
     assert_eq!(audit[0]["level"], "INFO");
     assert_eq!(audit[0]["tool"], "bash");
     assert_eq!(audit[0]["principal"], "stdio");
     assert_eq!(audit[0]["command"], "echo audit-me; exit 4");
     assert_eq!(audit[0]["status"], "exit 4");
     assert!(audit[0]["duration_ms"].is_u64(), "{}", audit[0]);
-    assert_eq!(audit[1]["tool"], "shell_write");
-    assert_eq!(audit[1]["command"], "true\n");
-    assert_eq!(audit[1]["status"], "written");
     assert_eq!(
-        (audit[2]["tool"].as_str(), audit[2]["status"].as_str()),
+        (audit[1]["tool"].as_str(), audit[1]["status"].as_str()),
+        (Some("shell_open"), Some("opened"))
+    );
+    assert!(audit[1].get("command").is_none(), "{}", audit[1]);
+    assert_eq!(audit[2]["tool"], "shell_write");
+    assert_eq!(audit[2]["command"], "true\n");
+    assert_eq!(audit[2]["status"], "written");
+    assert_eq!(audit[1]["session"], audit[2]["session"]);
+    assert_eq!(
+        (audit[3]["tool"].as_str(), audit[3]["status"].as_str()),
         (Some("bash"), Some("running"))
     );
+    // At shutdown both sessions are closed by the server, and end.
+    let by: Vec<&Value> = lines.iter().filter(|v| v["event"] == "session_closed").collect();
+    assert!(by.len() == 2 && by.iter().all(|v| v["by"] == "shutdown"), "{lines:?}");
 
     // The operator may leave the command text out; the rest stays.
     let lines = commands_logged(&p, &[("SERVERFS_AUDIT_COMMAND_TEXT", "false")]);
     let audit: Vec<&Value> = lines.iter().filter(|v| v["event"] == "command").collect();
-    assert_eq!(audit.len(), 3, "{lines:?}");
+    assert_eq!(audit.len(), 4, "{lines:?}");
     for line in audit {
         assert!(line.get("command").is_none(), "{line}");
         assert!(line["status"].is_string() && line["principal"] == "stdio", "{line}");

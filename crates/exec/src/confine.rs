@@ -1,0 +1,186 @@
+//! What every command runs under besides Landlock, sandbox on or off: no
+//! controlling terminal, no new privileges, no capabilities when the server
+//! is root, and a seccomp filter.
+//!
+//! - **No terminal.** The supervisor starts a session of its own (see the
+//!   supervisor module), so bash and everything it starts have no
+//!   controlling terminal: `/dev/tty` does not open, and `TIOCSTI` on a
+//!   terminal that is not the caller's own is refused by the kernel to all
+//!   but `CAP_SYS_ADMIN`. On kernels with `dev.tty.legacy_tiocsti=0`
+//!   (Linux 6.2+, off by default in most distributions) the ioctl is gone
+//!   anyway. The filter refuses `TIOCSTI` and `TIOCLINUX` as well, so the
+//!   layers do not depend on each other.
+//! - **No new privileges** (`PR_SET_NO_NEW_PRIVS`): a set-user-ID or
+//!   file-capability program gains nothing.
+//! - **No capabilities as root**: the bounding and ambient sets are emptied
+//!   and the thread that starts bash drops every capability, so a command of
+//!   a root server is root without privileges: no device nodes, raw
+//!   sockets, mounts, module loads, clock or hostname changes, no reading
+//!   other users' files past their modes.
+//! - **The seccomp filter** (each refused call fails with `EPERM`):
+//!   - `ioctl` `TIOCSTI`, `TIOCLINUX`: typing into a terminal.
+//!   - `mount`, `umount2`, `pivot_root`, the new mount API (`fsopen`,
+//!     `fsconfig`, `fsmount`, `move_mount`, `fspick`, `open_tree`),
+//!     `setns`: changing what the file system is, or entering another
+//!     process's namespaces.
+//!   - `init_module`, `finit_module`, `delete_module`, `kexec_load`,
+//!     `kexec_file_load`, `reboot`, `bpf`, `perf_event_open`, `acct`,
+//!     `swapon`, `swapoff`: the kernel itself.
+//!   - `open_by_handle_at`: opening a file by handle bypasses the path
+//!     (and so Landlock).
+//!   - `settimeofday`, `clock_settime`, `clock_adjtime`, `adjtimex`,
+//!     `sethostname`, `setdomainname`: machine-wide state.
+//!   - `keyctl`, `add_key`, `request_key`: kernel keyrings outlive the
+//!     command and are shared by the user's processes.
+//!   - `socket` of `AF_PACKET`, or of type `SOCK_RAW`: sniffing loopback
+//!     (another caller's bearer token) and forging packets.
+//!   - `prlimit64`, `sched_setattr`, `sched_setscheduler`,
+//!     `sched_setparam`, `sched_setaffinity` on any process but the
+//!     caller (pid 0), `setpriority` and `ioprio_set` on anything but the
+//!     caller (`PRIO_PROCESS`/`IOPRIO_WHO_PROCESS` with 0): starving or
+//!     killing (`RLIMIT_CPU`) the server and other callers' commands. Naming
+//!     oneself by pid is refused too (`renice -n 5 $$`; use 0).
+//!   - With `--command-network off`: every `socket` family but `AF_UNIX`
+//!     (TCP, UDP, MPTCP, SCTP, ICMP; `listen` without `bind` included,
+//!     since the socket cannot be made), and `io_uring_setup` (its
+//!     `IORING_OP_SOCKET` makes sockets past the filter).
+//!
+//! The filter is compiled once per supervisor, before its command comes.
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// The compiled seccomp filter of a command.
+pub(crate) struct Filter(BpfProgram);
+
+/// A condition on argument `index` as a 32-bit value (every argument the
+/// rules look at is an `int`).
+fn arg32(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conditions).map_err(|e| e.to_string())
+}
+
+impl Filter {
+    /// The filter of the module docs; `network`: `--command-network on`.
+    pub(crate) fn new(network: bool) -> Result<Self, String> {
+        use SeccompCmpOp::{Eq, MaskedEq, Ne};
+        let always = [
+            libc::SYS_mount,
+            libc::SYS_umount2,
+            libc::SYS_pivot_root,
+            libc::SYS_fsopen,
+            libc::SYS_fsconfig,
+            libc::SYS_fsmount,
+            libc::SYS_move_mount,
+            libc::SYS_fspick,
+            libc::SYS_open_tree,
+            libc::SYS_setns,
+            libc::SYS_init_module,
+            libc::SYS_finit_module,
+            libc::SYS_delete_module,
+            libc::SYS_kexec_load,
+            libc::SYS_kexec_file_load,
+            libc::SYS_reboot,
+            libc::SYS_bpf,
+            libc::SYS_perf_event_open,
+            libc::SYS_acct,
+            libc::SYS_swapon,
+            libc::SYS_swapoff,
+            libc::SYS_open_by_handle_at,
+            libc::SYS_settimeofday,
+            libc::SYS_clock_settime,
+            libc::SYS_clock_adjtime,
+            libc::SYS_adjtimex,
+            libc::SYS_sethostname,
+            libc::SYS_setdomainname,
+            libc::SYS_keyctl,
+            libc::SYS_add_key,
+            libc::SYS_request_key,
+        ];
+        let mut rules: Vec<(i64, Vec<SeccompRule>)> =
+            always.into_iter().map(|call| (call, Vec::new())).collect();
+        rules.push((
+            libc::SYS_ioctl,
+            vec![
+                rule(vec![arg32(1, Eq, libc::TIOCSTI)?])?,
+                rule(vec![arg32(1, Eq, libc::TIOCLINUX)?])?,
+            ],
+        ));
+        // The kernel's SOCK_TYPE_MASK: the type without SOCK_NONBLOCK/CLOEXEC.
+        let socket_type = 0xf;
+        let mut socket = vec![
+            rule(vec![arg32(0, Eq, libc::AF_PACKET as u64)?])?,
+            rule(vec![arg32(1, MaskedEq(socket_type), libc::SOCK_RAW as u64)?])?,
+        ];
+        if !network {
+            socket.push(rule(vec![arg32(0, Ne, libc::AF_UNIX as u64)?])?);
+            rules.push((libc::SYS_io_uring_setup, Vec::new()));
+        }
+        rules.push((libc::SYS_socket, socket));
+        for call in [
+            libc::SYS_prlimit64,
+            libc::SYS_sched_setattr,
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setaffinity,
+        ] {
+            rules.push((call, vec![rule(vec![arg32(0, Ne, 0)?])?]));
+        }
+        let (prio_process, ioprio_who_process) = (libc::PRIO_PROCESS as u64, 1);
+        for (call, who_process) in
+            [(libc::SYS_setpriority, prio_process), (libc::SYS_ioprio_set, ioprio_who_process)]
+        {
+            rules.push((
+                call,
+                vec![rule(vec![arg32(0, Ne, who_process)?])?, rule(vec![arg32(1, Ne, 0)?])?],
+            ));
+        }
+        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+        let filter = SeccompFilter::new(
+            rules.into_iter().collect(),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch,
+        )
+        .map_err(|e| e.to_string())?;
+        let program = BpfProgram::try_from(filter).map_err(|e| e.to_string())?;
+        Ok(Self(program))
+    }
+
+    /// Confines the calling thread (and so what it starts): no
+    /// capabilities when it has any (root), no new privileges, the filter.
+    /// Call it in a thread of its own that then starts bash and ends.
+    pub(crate) fn confine_this_thread(&self) -> Result<(), String> {
+        drop_capabilities().map_err(|e| format!("capabilities: {e}"))?;
+        // Also sets no_new_privs.
+        seccompiler::apply_filter(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// Empties the bounding and ambient sets and this thread's capabilities,
+/// when it has any (a root server); nothing to do otherwise.
+fn drop_capabilities() -> rustix::io::Result<()> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, capabilities, clear_ambient_capability_set,
+        remove_capability_from_bounding_set, set_capabilities,
+    };
+    let mine = capabilities(None)?;
+    if mine.effective.is_empty() && mine.permitted.is_empty() {
+        return Ok(());
+    }
+    for capability in CapabilitySet::all().iter() {
+        match remove_capability_from_bounding_set(capability) {
+            // A capability this kernel does not know.
+            Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    clear_ambient_capability_set()?;
+    let none = CapabilitySet::empty();
+    set_capabilities(None, CapabilitySets { effective: none, permitted: none, inheritable: none })
+}

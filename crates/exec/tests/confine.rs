@@ -1,0 +1,117 @@
+//! The layers every command runs under besides Landlock (no terminal, no
+//! capabilities, the seccomp filter), against real processes and the real
+//! kernel. Each attack also runs as a plain child of this test, without the
+//! supervisor: that negative control must work (so the test can fail), and
+//! under the supervisor it must not.
+
+mod common;
+
+use std::path::Path;
+
+use common::spec;
+use serverfs_exec::{Outcome, SandboxConfig, run};
+use tokio_util::sync::CancellationToken;
+
+/// `command` under the supervisor (and `sandbox`, if any).
+async fn confined(command: &str, root: &Path, sandbox: Option<SandboxConfig>) -> Outcome {
+    let mut s = spec(command, root);
+    s.sandbox = sandbox;
+    run(s, &CancellationToken::new(), None).await.unwrap()
+}
+
+/// `command` as a plain child of this test: the negative control.
+fn plain(command: &str, root: &Path) -> String {
+    let out = std::process::Command::new("bash")
+        .args(["--noprofile", "--norc", "-c", command])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Prints the errno name of the Python statement, or `ok`.
+fn python(statement: &str) -> String {
+    format!(
+        "python3 -c 'import errno, fcntl, os, socket, termios\ntry:\n    {statement}\n    print(\"ok\")\nexcept OSError as e:\n    print(errno.errorcode[e.errno])'"
+    )
+}
+
+/// The layers of the confine module, one attack each.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_terminal_no_capabilities_and_the_filter_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+
+    // Its own session: the server's controlling terminal is not its own.
+    let own_sid = rustix::process::getsid(None).unwrap().as_raw_nonzero().get().to_string();
+    let sid = "python3 -c 'import os; print(os.getsid(0))'";
+    assert_eq!(plain(sid, root).trim(), own_sid, "control: a plain child shares our session");
+    let out = confined(sid, root, None).await;
+    assert_ne!(out.stdout.trim(), own_sid, "{out:?}");
+
+    // TIOCSTI is refused before the kernel looks at the descriptor (on
+    // /dev/null the kernel itself says ENOTTY).
+    let tiocsti =
+        python("fcntl.ioctl(os.open(\"/dev/null\", os.O_RDONLY), termios.TIOCSTI, b\"x\")");
+    assert_eq!(plain(&tiocsti, root).trim(), "ENOTTY", "control");
+    assert_eq!(confined(&tiocsti, root, None).await.stdout.trim(), "EPERM");
+
+    // prlimit on another process (this test's own), even of the same user.
+    let me = std::process::id();
+    let prlimit = format!("prlimit --pid {me} --core=0:0 && echo ok || echo refused");
+    assert_eq!(plain(&prlimit, root).trim(), "ok", "control");
+    assert_eq!(confined(&prlimit, root, None).await.stdout.trim(), "refused");
+    // On itself it still works (bash's ulimit).
+    let own = confined("ulimit -c 0 && echo ok", root, None).await;
+    assert_eq!(own.stdout.trim(), "ok", "{own:?}");
+
+    // A raw socket: refused by the filter, for root too.
+    let raw = python("socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)");
+    assert_eq!(confined(&raw, root, None).await.stdout.trim(), "EPERM");
+    if is_root() {
+        assert_eq!(plain(&raw, root).trim(), "ok", "control (root)");
+        // Root without capabilities: no device node, no hostname (in a UTS
+        // namespace of its own, so the control changes nothing outside).
+        let mknod = "mknod \"$TMPDIR/blk\" b 7 0 && echo ok || echo refused";
+        assert_eq!(plain(&mknod.replace("$TMPDIR", "."), root).trim(), "ok", "control (root)");
+        assert_eq!(confined(mknod, root, None).await.stdout.trim(), "refused");
+        let hostname = "unshare -u hostname serverfs-test && echo ok || echo refused";
+        assert_eq!(plain(hostname, root).trim(), "ok", "control (root)");
+        assert_eq!(confined(hostname, root, None).await.stdout.trim(), "refused");
+        // The server's environment (its tokens): this test process made
+        // non-dumpable as the server is; root with capabilities reads it.
+        serverfs_exec::harden_server_process().unwrap();
+        let environ = format!("cat /proc/{me}/environ > /dev/null && echo ok || echo refused");
+        assert_eq!(plain(&environ, root).trim(), "ok", "control (root)");
+        assert_eq!(confined(&environ, root, None).await.stdout.trim(), "refused");
+    } else {
+        eprintln!("not root: the capability checks ran only as a plain user");
+    }
+}
+
+/// `--command-network off`: every socket family but AF_UNIX is refused by
+/// the filter (UDP, MPTCP, and so `listen` without `bind`), not only TCP
+/// `bind`/`connect` by Landlock.
+#[tokio::test(flavor = "multi_thread")]
+async fn network_off_leaves_only_unix_sockets() {
+    let dir = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+    let root = dir.path();
+    let mut sandbox = SandboxConfig::new(root);
+    sandbox.network = false;
+    for (what, statement) in [
+        ("UDP", "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"),
+        ("MPTCP", "socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)"),
+        ("listen without bind", "socket.socket(socket.AF_INET6).listen()"),
+    ] {
+        let attack = python(statement);
+        assert_eq!(plain(&attack, root).trim(), "ok", "control: {what}");
+        let out = confined(&attack, root, Some(sandbox.clone())).await;
+        assert_eq!(out.stdout.trim(), "EPERM", "{what}: {out:?}");
+    }
+    let unix = python("socket.socketpair(socket.AF_UNIX)");
+    assert_eq!(confined(&unix, root, Some(sandbox)).await.stdout.trim(), "ok", "AF_UNIX");
+}

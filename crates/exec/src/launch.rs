@@ -42,6 +42,10 @@ pub struct Supervisor {
     program: PathBuf,
     prefix: Vec<OsString>,
     ready: Arc<Mutex<Option<Ready>>>,
+    /// The sealed in-memory copy `program` names (`/proc/self/fd/N`), when
+    /// made with [`Supervisor::sealed`]; kept open for as long as a clone
+    /// lives.
+    image: Option<Arc<OwnedFd>>,
 }
 
 impl Supervisor {
@@ -56,7 +60,46 @@ impl Supervisor {
             program: program.into(),
             prefix: prefix.into_iter().map(Into::into).collect(),
             ready: Arc::default(),
+            image: None,
         }
+    }
+
+    /// Like [`Supervisor::new`], but `program` is copied now into a sealed
+    /// memory file, and every supervisor is started from that copy (as
+    /// `/proc/self/fd/N`, which each start resolves in the server's own
+    /// descriptor table before closing it): whatever happens to the file on
+    /// disk afterwards (a command that may write where it lies replaces it)
+    /// changes nothing; the sandbox is always applied by the program that
+    /// was there at start.
+    ///
+    /// # Errors
+    /// `program` cannot be read, or the memory file cannot be made or
+    /// sealed.
+    pub fn sealed<I, S>(program: &Path, prefix: I) -> std::io::Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, memfd_create};
+        use std::os::fd::AsRawFd;
+        let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+        // MFD_EXEC says the copy is meant to be run (Linux 6.3+, where
+        // vm.memfd_noexec may otherwise make it non-executable); older
+        // kernels do not know the flag.
+        let image = match memfd_create("serverfs-supervisor", flags | MemfdFlags::EXEC) {
+            Err(rustix::io::Errno::INVAL) => memfd_create("serverfs-supervisor", flags)?,
+            made => made?,
+        };
+        let mut copy = std::fs::File::from(image);
+        std::io::copy(&mut std::fs::File::open(program)?, &mut copy)?;
+        let image = OwnedFd::from(copy);
+        fcntl_add_seals(
+            &image,
+            SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+        )?;
+        let mut supervisor = Self::new(format!("/proc/self/fd/{}", image.as_raw_fd()), prefix);
+        supervisor.image = Some(Arc::new(image));
+        Ok(supervisor)
     }
 
     /// A command line for the supervisor with the sandbox options and

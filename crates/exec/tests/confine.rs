@@ -115,3 +115,44 @@ async fn network_off_leaves_only_unix_sockets() {
     let unix = python("socket.socketpair(socket.AF_UNIX)");
     assert_eq!(confined(&unix, root, Some(sandbox)).await.stdout.trim(), "ok", "AF_UNIX");
 }
+
+/// A command that may write where the supervisor program lies replaces it;
+/// the next commands are still started by the program that was there when
+/// the `Supervisor` was made (a sealed copy in memory). The control, a
+/// supervisor started from the file, runs the replacement.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_supervisor_file_changes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    for sealed in [false, true] {
+        let dir = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+        let program = dir.path().join("supervisor");
+        std::fs::copy(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"), &program).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let marker = dir.path().join("escaped");
+        let supervisor = if sealed {
+            serverfs_exec::Supervisor::sealed(&program, Vec::<String>::new()).unwrap()
+        } else {
+            serverfs_exec::Supervisor::new(&program, Vec::<String>::new())
+        };
+        let replace = format!(
+            "printf '#!/bin/sh\\ntouch {marker}\\n' > new && chmod +x new && mv new {program}",
+            marker = marker.display(),
+            program = program.display()
+        );
+        let mut results = Vec::new();
+        for command in [replace.as_str(), "echo fine", "echo fine"] {
+            let mut s = spec(command, dir.path());
+            s.supervisor = supervisor.clone();
+            results.push(run(s, &CancellationToken::new(), None).await);
+        }
+        assert_eq!(results[0].as_ref().unwrap().exit_code, Some(0), "{results:?}");
+        if sealed {
+            assert!(!marker.exists(), "the replacement ran");
+            for r in &results[1..] {
+                assert_eq!(r.as_ref().unwrap().stdout, "fine\n", "{results:?}");
+            }
+        } else {
+            assert!(marker.exists(), "control: the replaced file is what runs");
+        }
+    }
+}

@@ -41,8 +41,11 @@ pub const SUPERVISOR_PROGRAM: &str = "serverfs-dev-supervisor";
 /// The supervisor every command runs under: [`SUPERVISOR_PROGRAM`] when it
 /// is an executable file beside the server binary `exe` (a small program,
 /// so a command starts sooner), else `exe` itself under the hidden
-/// [`SUPERVISE`] subcommand (same code, the whole binary to load).
-fn supervisor_beside(exe: std::path::PathBuf) -> serverfs_exec::Supervisor {
+/// [`SUPERVISE`] subcommand (same code, the whole binary to load). Either
+/// is copied into sealed memory now and started from there, so replacing
+/// the file later (a command can, where it lies in a writable place) never
+/// runs a command unconfined.
+fn supervisor_beside(exe: std::path::PathBuf) -> std::io::Result<serverfs_exec::Supervisor> {
     let beside = exe.with_file_name(SUPERVISOR_PROGRAM);
     let runnable = beside.metadata().is_ok_and(|m| {
         use std::os::unix::fs::PermissionsExt;
@@ -53,9 +56,9 @@ fn supervisor_beside(exe: std::path::PathBuf) -> serverfs_exec::Supervisor {
         program = %if runnable { beside.display() } else { exe.display() },
     );
     if runnable {
-        serverfs_exec::Supervisor::new(beside, Vec::<std::ffi::OsString>::new())
+        serverfs_exec::Supervisor::sealed(&beside, Vec::<std::ffi::OsString>::new())
     } else {
-        serverfs_exec::Supervisor::new(exe, [SUPERVISE])
+        serverfs_exec::Supervisor::sealed(&exe, [SUPERVISE])
     }
 }
 
@@ -86,10 +89,10 @@ pub fn run() -> ExitCode {
             message = "the path was relative: resolved against the working directory at start",
         );
     }
-    let supervisor = match std::env::current_exe() {
-        Ok(exe) => supervisor_beside(exe),
+    let supervisor = match std::env::current_exe().and_then(supervisor_beside) {
+        Ok(supervisor) => supervisor,
         Err(e) => {
-            eprintln!("serverfs-dev: cannot find its own executable: {e}");
+            eprintln!("serverfs-dev: cannot load the supervisor program: {e}");
             return ExitCode::FAILURE;
         }
     };

@@ -460,17 +460,22 @@ async fn supervisor_argv(client: &common::Client) -> String {
 
 /// Commands run under the small `serverfs-dev-supervisor` installed beside
 /// the server; a server binary copied alone runs them under itself
-/// (`__supervise`), with the same guarantee that nothing survives.
+/// (`__supervise`), with the same guarantee that nothing survives. Either
+/// way from the sealed copy made at start (`/proc/self/fd/N` of the
+/// server), never from the file.
 #[tokio::test]
 async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() {
     let p = Project::new();
     let client = p.stdio_client().await;
     let argv = supervisor_argv(&client).await;
-    let beside = std::path::Path::new(common::BIN).with_file_name("serverfs-dev-supervisor");
-    assert!(
-        argv.starts_with(&format!("{} --serverfs-exec=", beside.display())),
-        "not the program beside the server: {argv}"
-    );
+    let sealed_copy = |argv: &str| {
+        let rest = argv.strip_prefix("/proc/self/fd/")?;
+        let digits = rest.find(' ')?;
+        rest[..digits].parse::<u32>().ok()?;
+        Some(rest[digits + 1..].to_owned())
+    };
+    let args = sealed_copy(&argv).unwrap_or_else(|| panic!("not the sealed copy: {argv}"));
+    assert!(args.starts_with("--serverfs-exec="), "not the program beside the server: {argv}");
     drop(client);
 
     let alone = tempfile::tempdir().unwrap();
@@ -481,10 +486,8 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
     cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", p.xdg()).stderr(Stdio::null());
     let client = common::serve(cmd).await;
     let argv = supervisor_argv(&client).await;
-    assert!(
-        argv.starts_with(&format!("{} __supervise --serverfs-exec=", bin.display())),
-        "not the server binary itself: {argv}"
-    );
+    let args = sealed_copy(&argv).unwrap_or_else(|| panic!("not the sealed copy: {argv}"));
+    assert!(args.starts_with("__supervise --serverfs-exec="), "not the server itself: {argv}");
     let t = tag();
     let v = ok(&client, "bash", json!({"command": format!("setsid sleep {t} & exit 0")})).await;
     assert_eq!(v["exit_code"], 0, "{v}");

@@ -118,7 +118,8 @@ impl Cli {
         let policy =
             Policy::new(true, &globs).map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
         if self.max_file_bytes == 0 {
-            return Err("SERVERFS_MAX_FILE_BYTES must be at least 1".to_owned());
+            let name = serverfs_settings::setting("SERVERFS_MAX_FILE_BYTES");
+            return Err(format!("{name} must be at least 1"));
         }
         // The bearer token stays in `http` too: /files accepts it beside
         // link signatures.

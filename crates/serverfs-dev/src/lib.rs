@@ -176,7 +176,7 @@ fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
         &reach,
     )?;
     serverfs_write::prepare_state_dir(
-        "XDG_STATE_HOME (else HOME), where each root's commit lock lives,",
+        "XDG_STATE_HOME (else HOME; where each root's commit lock lives)",
         &config.roots_dir,
         &reach,
     )?;

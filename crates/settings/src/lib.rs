@@ -130,7 +130,7 @@ impl ReadSettings {
             ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
         ];
         if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{name} must be at least 1"));
+            return Err(format!("{} must be at least 1", setting(name)));
         }
         if limits.default_list_limit > limits.max_list_entries {
             return Err(format!(
@@ -258,7 +258,7 @@ impl HttpSettings {
             return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".to_owned());
         }
         if self.max_body_bytes == 0 {
-            return Err("SERVERFS_MAX_BODY_BYTES must be at least 1".to_owned());
+            return Err(format!("{} must be at least 1", setting("SERVERFS_MAX_BODY_BYTES")));
         }
         Ok(McpOptions {
             allowed_hosts: hosts,
@@ -278,7 +278,7 @@ impl HttpSettings {
     /// One line naming the setting.
     pub fn connection_options(&self) -> Result<ConnectionOptions, String> {
         if self.max_connections == 0 {
-            return Err("SERVERFS_MAX_CONNECTIONS must be at least 1".to_owned());
+            return Err(format!("{} must be at least 1", setting("SERVERFS_MAX_CONNECTIONS")));
         }
         check_fd_room(self.max_connections)?;
         Ok(ConnectionOptions {
@@ -352,6 +352,14 @@ impl HttpSettings {
 }
 
 /// The text of a file of secrets, warning when group or others may read it.
+/// A setting as start-up errors name it: `SERVERFS_MAX_BODY_BYTES
+/// (--max-body-bytes)`, the environment variable and its flag (every
+/// `SERVERFS_*` variable is the flag's name in upper case).
+pub fn setting(env: &str) -> String {
+    let flag = env.trim_start_matches("SERVERFS_").to_ascii_lowercase().replace('_', "-");
+    format!("{env} (--{flag})")
+}
+
 fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, String> {
     let cannot = |e: std::io::Error| format!("{setting}: cannot read the file: {}", e.kind());
     let mut file = std::fs::File::open(path).map_err(cannot)?;
@@ -519,7 +527,14 @@ mod tests {
     #[test]
     fn a_zero_limit_is_named_by_its_variable() {
         let both = parse(&["--max-read-lines", "0"]);
-        assert_eq!(both.read.limits().unwrap_err(), "SERVERFS_MAX_READ_LINES must be at least 1");
+        assert_eq!(
+            both.read.limits().unwrap_err(),
+            "SERVERFS_MAX_READ_LINES (--max-read-lines) must be at least 1"
+        );
+        assert_eq!(
+            setting("SERVERFS_MAX_FILE_BYTES"),
+            "SERVERFS_MAX_FILE_BYTES (--max-file-bytes)"
+        );
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     let existing = existing
         .canonicalize()
-        .map_err(|e| format!("{setting}: cannot resolve it: {}", e.kind()))?;
+        .map_err(|e| format!("{setting}: cannot resolve it: {}", plain_reason(&e)))?;
     if let Some(named) = below(&existing, reach)? {
         return Err(format!(
             "{setting} is below {named}, which commands can reach; choose a directory outside it"
@@ -60,7 +60,19 @@ pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("{setting}: cannot create the state directory: {}", e.kind()))
+        .map_err(|e| format!("{setting}: cannot create the state directory: {}", plain_reason(&e)))
+}
+
+/// Why a path could not be used, in plain words (never the OS's text).
+fn plain_reason(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "it does not exist",
+        std::io::ErrorKind::PermissionDenied => "permission denied",
+        std::io::ErrorKind::NotADirectory => "a part of it is not a directory",
+        std::io::ErrorKind::ReadOnlyFilesystem => "the file system is read-only",
+        std::io::ErrorKind::StorageFull => "the disk is full",
+        _ => "it is not accessible",
+    }
 }
 
 /// The first of `reach` that `dir` (canonical, existing) is at or below.
@@ -70,8 +82,8 @@ fn below<'r>(dir: &Path, reach: &'r [Reach]) -> Result<Option<&'r str>, String> 
         .filter_map(|r| std::fs::metadata(&r.path).ok().map(|m| ((m.dev(), m.ino()), &*r.named)))
         .collect();
     for ancestor in dir.ancestors() {
-        let meta =
-            std::fs::metadata(ancestor).map_err(|e| format!("cannot resolve: {}", e.kind()))?;
+        let meta = std::fs::metadata(ancestor)
+            .map_err(|e| format!("cannot resolve: {}", plain_reason(&e)))?;
         if let Some((_, named)) = ids.iter().find(|(id, _)| *id == (meta.dev(), meta.ino())) {
             return Ok(Some(named));
         }

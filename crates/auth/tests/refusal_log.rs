@@ -8,12 +8,11 @@
 //! (`Rebuilder::JustOne`). A test on another thread that refuses first, with no
 //! subscriber, caches "never" for the refusal event, and this test would then
 //! capture nothing (it failed that way in CI once). Alone in its process, the
-//! callsites are first reached here.
+//! callsites are first reached here (see serverfs_test_support::json_logs).
 
 mod router;
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use router::*;
@@ -21,50 +20,27 @@ use serverfs_auth::combined;
 use serverfs_transport::BearerAuth;
 use support::*;
 
-/// Log lines written while `f` runs on this thread.
-async fn logs_of<F: std::future::Future<Output = ()>>(f: F) -> String {
-    #[derive(Clone, Default)]
-    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let sink = Sink::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    f.await;
-    drop(guard);
-    String::from_utf8(sink.0.lock().unwrap().clone()).unwrap()
-}
-
-#[tokio::test]
-async fn refusals_are_logged_at_info_with_the_reason_never_the_token() {
-    let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
-    let auth =
-        combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None))).unwrap();
-    let app = app(auth);
-    let expired = sign(KEY_A, "kid-a", &{
-        let mut c = claims();
-        c["exp"] = serde_json::json!(now() - 120);
-        c
-    });
+#[test]
+fn refusals_are_logged_at_info_with_the_reason_never_the_token() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let wrong_bearer = "Bearer not-the-token-but-secret-looking";
-    let logs = logs_of(async {
-        let headers: Headers<'_> =
-            &[("authorization", wrong_bearer), ("cf-access-jwt-assertion", &expired)];
-        assert_refused(call(&app, headers).await, "wrong bearer, expired Access token");
-    })
-    .await;
+    let (expired, logs) = serverfs_test_support::json_logs(|| {
+        runtime.block_on(async {
+            let server = JwksServer::start(jwks(vec![jwk(KEY_A, "kid-a")]), Duration::ZERO).await;
+            let auth = combined(Some(BearerAuth::new(TOKEN).unwrap()), Some(server.verifier(None)))
+                .unwrap();
+            let app = app(auth);
+            let expired = sign(KEY_A, "kid-a", &{
+                let mut c = claims();
+                c["exp"] = serde_json::json!(now() - 120);
+                c
+            });
+            let headers: Headers<'_> =
+                &[("authorization", wrong_bearer), ("cf-access-jwt-assertion", &expired)];
+            assert_refused(call(&app, headers).await, "wrong bearer, expired Access token");
+            expired
+        })
+    });
     assert!(logs.contains("\"level\":\"INFO\""), "{logs}");
     assert!(logs.contains("auth_refused"), "{logs}");
     assert!(logs.contains("invalid bearer credentials"), "{logs}");

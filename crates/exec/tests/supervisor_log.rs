@@ -3,52 +3,27 @@
 //!
 //! Its own test binary: it captures logs with a thread-scoped subscriber,
 //! and tracing caches a callsite's interest process-wide from whichever
-//! thread reaches it first (see crates/auth/tests/refusal_log.rs).
+//! thread reaches it first (see serverfs_test_support::json_logs).
 
 mod common;
-
-use std::sync::{Arc, Mutex};
 
 use common::spec;
 use serverfs_core::ErrorCode;
 use serverfs_exec::{Supervisor, run};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Runs one command under `fake` (a shell script standing in for the
 /// supervisor program) and returns the error and the log lines.
 fn run_under(fake: &str) -> (ErrorCode, String) {
-    let sink = Sink::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(move || writer.clone())
-        .finish();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let code = tracing::subscriber::with_default(subscriber, || {
+    serverfs_test_support::json_logs(|| {
         runtime.block_on(async {
             let mut s = spec("echo never", dir.path());
             s.supervisor = Supervisor::new("/bin/sh", ["-c".to_owned(), fake.to_owned()]);
             run(s, &CancellationToken::new(), None).await.unwrap_err().code()
         })
-    });
-    drop(runtime);
-    let logs = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-    (code, logs)
+    })
 }
 
 #[test]

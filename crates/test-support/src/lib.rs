@@ -175,6 +175,38 @@ impl Watchdog {
     }
 }
 
+/// Runs `f` with a JSON subscriber at INFO scoped to this thread, and
+/// returns its result and the log lines it wrote.
+///
+/// Use it in a test binary of its own (one test): tracing caches each
+/// callsite's interest process-wide, and while a scoped subscriber is the
+/// only one registered, a callsite another thread reaches first (with no
+/// subscriber) is cached as never enabled, so its events would be missed.
+pub fn json_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let result = tracing::subscriber::with_default(subscriber, f);
+    let bytes = sink.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    (result, String::from_utf8_lossy(&bytes).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::ExitStatusExt;

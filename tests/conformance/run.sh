@@ -17,15 +17,24 @@
 #
 # Also asserted here: server-initialize and dns-rebinding-protection pass in their runs.
 #
+# SERVER=dev runs the same two eras against serverfs-dev (its own baselines,
+# expected-failures-dev-*.yml: serverfs-dev serves tools only).
+#
 #   tests/conformance/run.sh                 # both runs
 #   tests/conformance/run.sh legacy|modern   # one run
-#   SERVERFS_BIN=...  CONFORMANCE_OUT=dir (default results/conformance)
+#   SERVER=mcp|dev  SERVERFS_BIN=...  CONFORMANCE_OUT=dir (default results/conformance[-dev])
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-bin="${SERVERFS_BIN:-$repo/target/release/serverfs-mcp}"
-out="${CONFORMANCE_OUT:-$repo/results/conformance}"
+server="${SERVER:-mcp}"
+case "$server" in
+  mcp) suffix="" ;;
+  dev) suffix="-dev" ;;
+  *) echo "conformance: SERVER is mcp or dev, not $server" >&2; exit 2 ;;
+esac
+bin="${SERVERFS_BIN:-$repo/target/release/serverfs-$server}"
+out="${CONFORMANCE_OUT:-$repo/results/conformance$suffix}"
 node_pkg="node@22.23.3"
 legacy_pkg="@modelcontextprotocol/conformance@0.1.16"
 modern_pkg="@modelcontextprotocol/conformance@0.2.0-alpha.12"
@@ -33,18 +42,19 @@ if [[ $# -eq 0 ]]; then set -- legacy modern; fi
 runs=("$@")
 
 if [[ ! -x "$bin" ]]; then
-  echo "conformance: binary not found: $bin (cargo build --release --locked -p serverfs-mcp)" >&2
+  echo "conformance: binary not found: $bin (cargo build --release --locked -p serverfs-$server)" >&2
   exit 1
 fi
 
 tmp="$(mktemp -d -t serverfs-conformance.XXXXXX)"
+state="$(mktemp -d "$repo/target/conformance-state.XXXXXX")"
 server_pid=""
 cleanup() {
   if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
   fi
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$state"
 }
 trap cleanup EXIT
 
@@ -60,7 +70,12 @@ free_port() {
 start_server() {
   for _attempt in 1 2 3 4 5; do
     port="$(free_port)"
-    "$bin" --workdir "conf=$tmp/root" --listen "127.0.0.1:$port" >"$tmp/server.log" 2>&1 &
+    if [[ "$server" == dev ]]; then
+      # Not below /tmp: serverfs-dev refuses a state dir commands can write.
+      "$bin" --root "$tmp/root" --state-dir "$state" --listen "127.0.0.1:$port" >"$tmp/server.log" 2>&1 &
+    else
+      "$bin" --workdir "conf=$tmp/root" --listen "127.0.0.1:$port" >"$tmp/server.log" 2>&1 &
+    fi
     server_pid=$!
     for _ in $(seq 1 150); do
       if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
@@ -73,7 +88,7 @@ start_server() {
     wait "$server_pid" 2>/dev/null || true
     server_pid=""
   done
-  echo "conformance: serverfs-mcp did not become healthy; log:" >&2
+  echo "conformance: serverfs-$server did not become healthy; log:" >&2
   tail -20 "$tmp/server.log" >&2
   return 1
 }
@@ -148,6 +163,10 @@ sys.exit(rc)
 PY
 }
 
+# serverfs-dev serves no resources: the resource scenario is serverfs-mcp's.
+resource_must_pass=()
+[[ "$server" == mcp ]] && resource_must_pass=(sep-2164-resource-not-found)
+
 total_runs=0
 failed_runs=0
 declare -a lines=()
@@ -177,7 +196,7 @@ run_suite() {
   # the suite's own closing section: summary table + baseline verdict
   grep -v -e '^npm warn' "$dir/output.txt" | sed -n '/=== SUMMARY ===/,$p' | sed 's/\x1b\[[0-9;]*m//g' || true
   if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "conformance $name: serverfs-mcp died during the run; log:"; tail -20 "$tmp/server.log"; rc=1
+    echo "conformance $name: serverfs-$server died during the run; log:"; tail -20 "$tmp/server.log"; rc=1
   fi
   local summary srv_rc=0
   summary="$(summarise "$name" "$dir" "$baseline" "$scored" "$@")" || srv_rc=$?
@@ -193,10 +212,10 @@ run_suite() {
 
 for r in "${runs[@]}"; do
   case "$r" in
-    legacy) run_suite legacy-2025-11-25 "$legacy_pkg" "$here/expected-failures-2025-11-25.yml" "" \
+    legacy) run_suite legacy-2025-11-25 "$legacy_pkg" "$here/expected-failures$suffix-2025-11-25.yml" "" \
               server-initialize dns-rebinding-protection ;;
-    modern) run_suite modern-2026-07-28 "$modern_pkg" "$here/expected-failures-2026-07-28.yml" \
-              2026-07-28 dns-rebinding-protection tools-list http-header-validation sep-2164-resource-not-found ;;
+    modern) run_suite modern-2026-07-28 "$modern_pkg" "$here/expected-failures$suffix-2026-07-28.yml" \
+              2026-07-28 dns-rebinding-protection tools-list http-header-validation "${resource_must_pass[@]}" ;;
     *) echo "unknown run: $r (legacy|modern)" >&2; exit 2 ;;
   esac
 done

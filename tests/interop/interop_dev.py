@@ -4,7 +4,8 @@
 The real binary over Streamable HTTP (auto = 2026-07-28 stateless, legacy =
 initialize) and stdio (auto, legacy): lists every tool, then read -> patch ->
 read back, write_file, bash, a shell session, the refusals, and a
-cancelled bash call (nothing of it may be left). The last line
+cancelled bash call (nothing of it may be left); then, over raw stdio with a pty as the
+server's controlling terminal, that no command can type into that terminal (TIOCSTI). The last line
 printed is `interop-dev: N passed, M failed`.
 
 Environment: SERVERFS_DEV_BIN (default target/release/serverfs-dev).
@@ -13,6 +14,7 @@ Environment: SERVERFS_DEV_BIN (default target/release/serverfs-dev).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -159,6 +161,94 @@ async def wait_for(condition, seconds: float = 30.0) -> bool:
     return True
 
 
+INJECT = (
+    "python3 -c 'import fcntl, os, sys, termios\n"
+    "for path in sys.argv[1:]:\n"
+    "    try:\n"
+    "        fcntl.ioctl(os.open(path, os.O_RDWR), termios.TIOCSTI, b\"X\")\n"
+    "        print(path, \"injected\")\n"
+    "    except OSError as e:\n"
+    "        print(path, e.strerror)' /dev/tty {pts}"
+)
+
+
+def typed_before_sentinel(master: int, slave: int) -> str:
+    """Types a sentinel on the terminal and reads the terminal's input up to it: what a
+    command pushed into it (TIOCSTI) comes first."""
+    import select
+    os.write(master, b"S")
+    seen = b""
+    deadline = time.monotonic() + 30
+    while not seen.endswith(b"S") and time.monotonic() < deadline:
+        if select.select([slave], [], [], 1)[0]:
+            seen += os.read(slave, 64)
+    return seen[:-1].decode(errors="replace")
+
+
+def check_terminal_injection(res: Results, binary: str, base: Path) -> None:
+    """A command cannot type into the terminal the server runs under (TIOCSTI): the server
+    is started as the leader of a session whose controlling terminal is a fresh pty, MCP
+    going over pipes. The negative control, a plain child in that session, can."""
+    import fcntl
+    import termios
+    import tty
+
+    def chk(label: str, cond: bool, detail: Any = None) -> bool:
+        return res.check(f"[stdio/pty] {label}", cond, detail)
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    pts = os.ttyname(slave)
+
+    def own_session_with_the_pty() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    control = subprocess.run(
+        ["bash", "-c", INJECT.format(pts=pts)], preexec_fn=own_session_with_the_pty,
+        pass_fds=(slave,), capture_output=True, text=True, timeout=60,
+    )
+    chk("control: a plain process in the session types into its terminal",
+        typed_before_sentinel(master, slave) == "XX", control.stdout)
+
+    root = fresh_project(base, "pty")
+    proc = subprocess.Popen(
+        [binary, "--stdio", "--root", str(root), "--state-dir", str(base / "state-pty")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        preexec_fn=own_session_with_the_pty, pass_fds=(slave,), text=True,
+    )
+    try:
+        def send(message: dict[str, Any]) -> None:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+
+        def answer(id_: int) -> dict[str, Any]:
+            while True:
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("serverfs-dev closed stdout")
+                message = json.loads(line)
+                if message.get("id") == id_:
+                    return message
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pty-check", "version": "1"}}})
+        answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": INJECT.format(pts=pts)}}})
+        out = (answer(2).get("result") or {}).get("structuredContent") or {}
+        chk("the command ran its attempts", "/dev/tty" in out.get("stdout", ""), out)
+        chk("nothing a command does reaches the server's terminal",
+            typed_before_sentinel(master, slave) == "", out.get("stdout"))
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        os.close(master)
+        os.close(slave)
+
+
 async def run_mode(res: Results, tag: str, make_client, root: Path, base: str | None = None) -> None:
     try:
         async with make_client() as client:
@@ -212,6 +302,7 @@ async def main() -> int:
                 command=binary, args=["--stdio", "--root", str(root), "--state-dir", str(tmp / f"state-s{mode}")]
             )
             await run_mode(res, tag, lambda: Client(stdio_client(params, errlog=log), mode=mode, cache=None), root)
+        check_terminal_injection(res, binary, tmp)
     finally:
         for proc in procs:
             proc.terminate()

@@ -237,10 +237,45 @@ pub(crate) struct Spawned {
     pub(crate) tmp: PrivateTmp,
 }
 
-/// A command's own `TMPDIR` (mode 0700, random name, in the server's
-/// temporary directory), removed with everything in it when dropped —
-/// after the command's tree is gone.
+/// A command's own `TMPDIR` (mode 0700, in the server's temporary
+/// directory, named `serverfs-cmd-<server pid>-<random>`), removed with
+/// everything in it when dropped — after the command's tree is gone. A
+/// server killed before that leaves it behind; the next start removes it
+/// ([`sweep_stale_tmpdirs`]).
 pub(crate) struct PrivateTmp(PathBuf);
+
+/// The start of every private `TMPDIR`'s name.
+const TMPDIR_PREFIX: &str = "serverfs-cmd-";
+
+/// Removes the private `TMPDIR`s that servers no longer running left in the
+/// temporary directory (a server killed with commands running): those
+/// named after a pid that is gone, that are directories (not symlinks) and
+/// belong to this user. Another server's, still running, are left alone.
+/// Returns how many were removed.
+pub fn sweep_stale_tmpdirs() -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMPDIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            remove_tmp(&path);
+            removed += 1;
+        }
+    }
+    removed
+}
 
 impl PrivateTmp {
     fn create() -> Result<Self, FsError> {
@@ -248,7 +283,8 @@ impl PrivateTmp {
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes).map_err(|e| internal("Could not create TMPDIR", e))?;
         let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("serverfs-cmd-{name}"));
+        let server = std::process::id();
+        let path = std::env::temp_dir().join(format!("{TMPDIR_PREFIX}{server}-{name}"));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)

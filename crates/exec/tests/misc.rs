@@ -253,3 +253,36 @@ fn a_supervisor_of_another_version_runs_nothing() {
     assert_eq!(run(Some(current)), Some(0));
     assert!(dir.path().join("ran").exists(), "the same command line with our version runs");
 }
+
+/// The private TMPDIRs of a server that is gone (killed with commands
+/// running) are removed by the next start's sweep, with what they hold;
+/// a running server's (this test's own), a foreign name and a symlink are
+/// left alone.
+#[test]
+fn stale_tmpdirs_of_servers_that_are_gone_are_swept() {
+    let tmp = std::env::temp_dir();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let unique = std::process::id();
+    let stale = tmp.join(format!("serverfs-cmd-{dead}-sweeptest{unique}"));
+    let live = tmp.join(format!("serverfs-cmd-{unique}-sweeptest"));
+    let foreign = tmp.join(format!("serverfs-cmd-sweeptest{unique}"));
+    let target = tempfile::tempdir().unwrap();
+    let link = tmp.join(format!("serverfs-cmd-{dead}-sweeplink{unique}"));
+    for dir in [&stale, &live, &foreign] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::write(dir.join("left-behind"), "x").unwrap();
+    }
+    std::fs::write(target.path().join("kept"), "x").unwrap();
+    std::os::unix::fs::symlink(target.path(), &link).unwrap();
+
+    assert!(serverfs_exec::sweep_stale_tmpdirs() >= 1);
+    assert!(!stale.exists(), "the dead server's TMPDIR is still there");
+    assert!(live.join("left-behind").exists() && foreign.join("left-behind").exists());
+    assert!(target.path().join("kept").exists(), "the sweep followed a symlink");
+    for dir in [&live, &foreign] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    std::fs::remove_file(&link).unwrap();
+}

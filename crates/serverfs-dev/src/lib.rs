@@ -82,6 +82,11 @@ pub fn run() -> ExitCode {
         eprintln!("serverfs-dev: cannot harden the process: {e}");
         return ExitCode::FAILURE;
     }
+    // Commands' private TMPDIRs a killed server left behind.
+    let removed = serverfs_exec::sweep_stale_tmpdirs();
+    if removed > 0 {
+        tracing::info!(event = "stale_tmpdirs_removed", count = removed);
+    }
     if config.root_was_relative {
         tracing::info!(
             event = "relative_path_resolved",

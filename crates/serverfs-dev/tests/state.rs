@@ -125,7 +125,7 @@ fn a_state_dir_commands_can_reach_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("XDG_STATE_HOME (else HOME)") && stderr.contains("below /tmp"),
+        stderr.contains("XDG_STATE_HOME (else HOME;") && stderr.contains("below /tmp"),
         "{stderr}"
     );
     // And a state dir out of reach starts.

@@ -19,11 +19,36 @@ use serde_json::Value;
 /// A connected rmcp client.
 pub type Client = RunningService<RoleClient, ClientConfig>;
 
+/// A child process that is SIGKILLed and reaped when this is dropped, also
+/// when the test fails before its end: no test leaves a server running.
+#[derive(Debug)]
+pub struct KillOnDrop(pub Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A server started by [`listen`]: the child, its `host:port`, and the
 /// rest of its stderr (JSON log lines) for the caller to drain.
 pub struct Listening {
-    /// The server process.
-    pub child: Child,
+    /// The server process, killed when dropped.
+    pub child: KillOnDrop,
     /// `host:port` it listens on.
     pub addr: String,
     /// Its stderr after the `listening` line; keep draining it, or the
@@ -54,7 +79,7 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
             break v["address"].as_str().expect("an address").to_owned();
         }
     };
-    Listening { child, addr, log }
+    Listening { child: KillOnDrop(child), addr, log }
 }
 
 /// Calls a tool; returns (is_error, structured content or the error text).

@@ -141,7 +141,7 @@ pub struct HttpServer {
     pub url: String,
     /// `host:port`.
     pub addr: String,
-    child: Child,
+    child: serverfs_test_support::KillOnDrop,
 }
 
 impl HttpServer {
@@ -176,13 +176,6 @@ impl HttpServer {
         )
         .await
         .unwrap()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{ClientConfig, ProtocolVersion};
@@ -56,7 +56,7 @@ impl Fixture {
 
 /// A running `serverfs-mcp` over HTTP on an ephemeral port.
 pub struct HttpServer {
-    pub child: Child,
+    pub child: serverfs_test_support::KillOnDrop,
     pub url: String,
     pub addr: String,
     pub log: Log,
@@ -126,13 +126,6 @@ impl HttpServer {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

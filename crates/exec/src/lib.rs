@@ -113,6 +113,7 @@ mod driver;
 mod launch;
 mod limit;
 mod output;
+mod peer;
 mod policy;
 mod protocol;
 mod render;
@@ -129,6 +130,7 @@ pub use commands::{
 pub use launch::{ChildEnv, Supervisor, adopt_orphans, sweep_stale_tmpdirs};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use output::ReadOutput;
+pub use peer::from_own_command;
 pub use policy::Policy;
 pub use protocol::{MAX_COMMAND_BYTES, signal_name};
 pub use run::{

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serverfs_core::{Root, RootOptions, SymlinkRule};
 use serverfs_exec::Commands;
 use serverfs_tools::ReadTools;
-use serverfs_transport::McpGuard;
+use serverfs_transport::{McpGuard, PeerCheck};
 use serverfs_write::{Writer, WriterConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -152,10 +152,18 @@ pub fn run() -> ExitCode {
             let server = server.with_file_links(Arc::clone(&links));
             let writer = Arc::clone(project.writer());
             let routes = serverfs_transfer::router(writer, links, config.http.auth.clone());
+            let mut http = config.http;
+            if config.auth.is_none() {
+                // Anonymous loopback: nothing tells a command's call to our
+                // own /mcp from the user's client but where it comes from.
+                http.connections.refuse_peer = Some(PeerCheck(Arc::new(|local, peer| {
+                    serverfs_exec::from_own_command(local, peer)
+                        .then_some("it comes from one of this server's own commands")
+                })));
+            }
             let guard = McpGuard::from(config.auth);
             let factory = move || server.clone();
-            serverfs_transport::serve_guarded_mcp(factory, config.http, guard, routes, shutdown)
-                .await
+            serverfs_transport::serve_guarded_mcp(factory, http, guard, routes, shutdown).await
         };
         commands.close_all().await;
         served

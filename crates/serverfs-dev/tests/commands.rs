@@ -599,3 +599,39 @@ async fn an_http_cancel_notification_stops_only_its_own_callers_command() {
     );
     assert!(cancel_lines.try_recv().is_err(), "an ERROR line was logged");
 }
+
+/// Posts tools/list to the URL in argv[1]; prints the HTTP status, or
+/// `refused` when the connection is closed without an answer.
+const CALL_OWN_SERVER: &str = r#"import sys, urllib.request
+body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+request = urllib.request.Request(sys.argv[1], data=body, headers={
+    "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+    "Mcp-Protocol-Version": "2025-11-25"})
+try:
+    print(urllib.request.urlopen(request, timeout=30).status)
+except Exception as e:
+    print("refused", type(e).__name__)
+"#;
+
+/// Over anonymous loopback HTTP nothing but where a call comes from tells a
+/// command's call to the server's own `/mcp` from the user's client: a
+/// connection from one of the server's commands is closed before anything
+/// is read. The control, the same call from a process that is not the
+/// server's, is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commands_call_to_its_own_anonymous_server_is_refused() {
+    let p = Project::new();
+    p.write("call.py", CALL_OWN_SERVER);
+    let server = HttpServer::start(&p);
+    let control = std::process::Command::new("python3")
+        .arg(p.path("call.py"))
+        .arg(&server.url)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&control.stdout).trim(), "200", "control");
+    let client = server.client().await;
+    let command = format!("python3 call.py {}", server.url);
+    let v = ok(&client, "bash", json!({"command": command})).await;
+    assert!(v["stdout"].as_str().unwrap().starts_with("refused"), "{v}");
+    client.cancel().await.unwrap();
+}

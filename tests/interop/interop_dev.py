@@ -254,7 +254,10 @@ async def run_mode(res: Results, tag: str, make_client, root: Path, base: str | 
         async with make_client() as client:
             await run_checks(client, res, tag, root, base)
     except Exception as e:  # one mode's crash is a failure; the others still run
-        res.check(f"[{tag}] session completed without exception", False, f"{type(e).__name__}: {e}")
+        # A task group's errors are what says what happened: name them.
+        inner = [f"{type(x).__name__}: {x}" for x in getattr(e, "exceptions", [])]
+        res.check(f"[{tag}] session completed without exception", False,
+                  f"{type(e).__name__}: {e} {inner}")
 
 
 def start_http(binary: str, root: Path, state: Path, log) -> tuple[subprocess.Popen, int]:

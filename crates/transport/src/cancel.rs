@@ -9,10 +9,13 @@
 //! extensions ([`ClientCancel`]); the servers' handlers merge that token
 //! into rmcp's own ([`with_client_cancel`]). A cancel notification from the
 //! same caller naming that id fires it: the handler stops its work (a
-//! command's tree is killed) and answers as a cancelled call does, on the
-//! POST that is still open, which the client ignores. Only a handler that
-//! has not answered [`CANCEL_GRACE`] after the cancel has its POST dropped,
-//! as when the client closes its connection.
+//! command's tree is killed). The client gets no answer to the cancelled
+//! request, as the protocol asks: its POST ends at once with an empty
+//! event stream (or, when the answer was already streaming progress, the
+//! stream ends there). What rmcp still sends for it is read to its end and
+//! dropped, so its service ends normally; only a handler that has not
+//! answered [`CANCEL_GRACE`] after the cancel is dropped, as when the client
+//! closes its connection.
 //!
 //! Guarantees:
 //! - Only the caller that sent a request can cancel it: the caller is the
@@ -38,6 +41,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
+use http_body_util::BodyExt as _;
 use hyper::body::Frame;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -46,7 +50,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::auth::Principal;
 
@@ -169,17 +173,20 @@ impl InFlight {
                 let token = entry.token.clone();
                 let mut parts = parts;
                 parts.extensions.insert(ClientCancel(token.clone()));
-                let response = next.run(Request::from_parts(parts, Body::from(body)));
-                tokio::pin!(response);
+                let mut response = Box::pin(next.run(Request::from_parts(parts, Body::from(body))));
                 let response = tokio::select! {
                     response = &mut response => response,
-                    () = cancelled_then_grace(token.clone()) => return dropped(),
+                    () = token.cancelled() => {
+                        let unseen = async move { response.await.into_body() };
+                        tokio::spawn(finish_unseen(unseen, entry));
+                        return no_answer();
+                    }
                 };
                 let (parts, inner) = response.into_parts();
-                let body = UntilGiveUp {
+                let body = UntilCancelled {
                     inner: Some(inner),
-                    give_up: Box::pin(cancelled_then_grace(token)),
-                    _entry: entry,
+                    cancelled: Box::pin(token.cancelled_owned()),
+                    entry: Some(entry),
                 };
                 return Response::from_parts(parts, Body::new(body));
             }
@@ -251,31 +258,33 @@ pub async fn call_tool<S: Send + Sync + 'static>(
     router.call(ToolCallContext::new(server, request, context)).await
 }
 
-/// Waits for the client's cancel, then for [`CANCEL_GRACE`].
-async fn cancelled_then_grace(token: CancellationToken) {
-    token.cancelled().await;
-    tokio::time::sleep(CANCEL_GRACE).await;
+/// Reads the answer of a cancelled request to its end, unseen, within
+/// [`CANCEL_GRACE`] (dropping it then stops the handler, as a closed
+/// connection does), and only then forgets the request.
+async fn finish_unseen(answer: impl Future<Output = Body>, entry: Entry) {
+    let read = async { answer.await.collect().await.map(drop) };
+    let _ = tokio::time::timeout(CANCEL_GRACE, read).await;
+    drop(entry);
 }
 
-/// The answer to a cancelled request whose handler did not answer in time:
-/// an event stream with no event (the handler's work was dropped).
-fn dropped() -> Response {
+/// The answer to a cancelled request: an event stream with no event.
+fn no_answer() -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     response
 }
 
-/// A response body (an event stream still sending progress, say) that
-/// ends, dropping what it wraps, when its request was cancelled and its
-/// handler has not finished within the grace.
-struct UntilGiveUp {
+/// A response body (an event stream still sending progress, say) that ends
+/// when its request is cancelled; the rest of it is read unseen (see
+/// [`finish_unseen`]).
+struct UntilCancelled {
     inner: Option<Body>,
-    give_up: Pin<Box<dyn Future<Output = ()> + Send>>,
-    _entry: Entry,
+    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
+    entry: Option<Entry>,
 }
 
-impl hyper::body::Body for UntilGiveUp {
+impl hyper::body::Body for UntilCancelled {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -284,8 +293,11 @@ impl hyper::body::Body for UntilGiveUp {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = &mut *self;
-        if this.inner.is_some() && this.give_up.as_mut().poll(cx).is_ready() {
-            this.inner = None;
+        if this.inner.is_some()
+            && this.cancelled.as_mut().poll(cx).is_ready()
+            && let (Some(inner), Some(entry)) = (this.inner.take(), this.entry.take())
+        {
+            tokio::spawn(finish_unseen(std::future::ready(inner), entry));
         }
         match &mut this.inner {
             Some(inner) => Pin::new(inner).poll_frame(cx),

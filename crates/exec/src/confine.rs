@@ -28,6 +28,9 @@
 //!     `swapon`, `swapoff`: the kernel itself.
 //!   - `open_by_handle_at`: opening a file by handle bypasses the path
 //!     (and so Landlock).
+//!   - `prctl(PR_SET_DUMPABLE)`: a non-dumpable command hides its open
+//!     files from the server, which looks there to refuse a command's
+//!     connection to its own anonymous `/mcp` (see the peer module).
 //!   - `settimeofday`, `clock_settime`, `clock_adjtime`, `adjtimex`,
 //!     `sethostname`, `setdomainname`: machine-wide state.
 //!   - `keyctl`, `add_key`, `request_key`: kernel keyrings outlive the
@@ -104,6 +107,10 @@ impl Filter {
         ];
         let mut rules: Vec<(i64, Vec<SeccompRule>)> =
             always.into_iter().map(|call| (call, Vec::new())).collect();
+        rules.push((
+            libc::SYS_prctl,
+            vec![rule(vec![arg32(0, Eq, libc::PR_SET_DUMPABLE as u64)?])?],
+        ));
         rules.push((
             libc::SYS_ioctl,
             vec![

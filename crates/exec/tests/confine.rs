@@ -36,7 +36,7 @@ fn is_root() -> bool {
 /// Prints the errno name of the Python statement, or `ok`.
 fn python(statement: &str) -> String {
     format!(
-        "python3 -c 'import errno, fcntl, os, socket, termios\ntry:\n    {statement}\n    print(\"ok\")\nexcept OSError as e:\n    print(errno.errorcode[e.errno])'"
+        "python3 -c 'import ctypes, errno, fcntl, os, socket, termios\ntry:\n    {statement}\n    print(\"ok\")\nexcept OSError as e:\n    print(errno.errorcode[e.errno])'"
     )
 }
 
@@ -68,6 +68,14 @@ async fn no_terminal_no_capabilities_and_the_filter_hold() {
     // On itself it still works (bash's ulimit).
     let own = confined("ulimit -c 0 && echo ok", root, None).await;
     assert_eq!(own.stdout.trim(), "ok", "{own:?}");
+
+    // Hiding its open files from the server (the peer module looks there):
+    // prctl(PR_SET_DUMPABLE, 0).
+    let hide = python(
+        "if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:\n        raise OSError(ctypes.get_errno(), \"prctl\")",
+    );
+    assert_eq!(plain(&hide, root).trim(), "ok", "control");
+    assert_eq!(confined(&hide, root, None).await.stdout.trim(), "EPERM");
 
     // A raw socket: refused by the filter, for root too.
     let raw = python("socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)");

@@ -157,7 +157,7 @@ static SUPERVISORS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 /// [`adopt_orphans`] was called.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
 
-fn supervisors() -> MutexGuard<'static, BTreeSet<i32>> {
+pub(crate) fn supervisors() -> MutexGuard<'static, BTreeSet<i32>> {
     SUPERVISORS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

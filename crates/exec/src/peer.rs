@@ -6,18 +6,28 @@
 //! TCP has no `SO_PEERCRED`: the peer's socket is found in the kernel's
 //! table (`/proc/net/tcp`, `/proc/net/tcp6`) by its two addresses, and
 //! then among the open files of this process's descendants. The
-//! descendants are listed first: without a command running there is
-//! nothing to read. A command that hands its connection to a process that
-//! is not a descendant (a daemon it asks to connect for it) is not caught.
+//! descendants other than the supervisors are listed first: without a
+//! command running (only the supervisor waiting for one) nothing more is
+//! read. A command cannot hide its files by making itself non-dumpable
+//! (the seccomp filter refuses that, see the confine module). A command
+//! that hands its connection to a process that is not a descendant (a
+//! daemon it asks to connect for it) is not caught.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
+
+use crate::launch::supervisors;
 
 /// Whether the peer of the connection `local` ↔ `peer` is a process that
 /// descends from this one (a command, or anything it started). Errors
 /// reading `/proc` count as "no".
 pub fn from_own_command(local: SocketAddr, peer: SocketAddr) -> bool {
-    let descendants = descendants();
+    let mut descendants = descendants();
+    // Supervisors make no connection (and are not readable anyway).
+    {
+        let supervisors = supervisors();
+        descendants.retain(|pid| i32::try_from(*pid).is_ok_and(|pid| !supervisors.contains(&pid)));
+    }
     if descendants.is_empty() {
         return false;
     }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Real MCP clients, no model: Codex CLI's `app-server` lists and calls every
-# tool of both servers (stdio and Streamable HTTP, codex_app_server.py), and
-# Claude Code's `claude mcp list` health-checks both over stdio and HTTP.
+# tool of both servers (stdio and Streamable HTTP, codex_app_server.py), the
+# TypeScript client cancels a running bash of serverfs-dev over HTTP in both
+# protocol eras (ts_cancel.mjs), and Claude Code's `claude mcp list`
+# health-checks both servers over stdio and HTTP.
 # The clients are pinned in package.json / package-lock.json and installed
 # from the npm registry into tests/clients/node_modules.
 #
@@ -47,6 +49,9 @@ mcp_port="$(port_of)"; dev_port="$(port_of)"
 "$mcp_bin" --workdir "work=$tmp/project" --listen "127.0.0.1:$mcp_port" --token-file "$tmp/token" 2>"$tmp/mcp.log" & pids+=($!)
 "$dev_bin" --root "$tmp/project" --listen "127.0.0.1:$dev_port" --token-file "$tmp/token" --state-dir "$tmp/state-http" 2>"$tmp/dev.log" & pids+=($!)
 wait_healthy "$mcp_port"; wait_healthy "$dev_port"
+
+# The TypeScript client cancels a running bash over HTTP, in both eras (ts_cancel.mjs).
+node "$here/ts_cancel.mjs" --url "http://127.0.0.1:$dev_port/mcp" --token-file "$tmp/token"
 
 claude_home() { HOME="$tmp/home" "$claude" "$@"; }
 claude_home mcp add -s user ro-stdio "$mcp_bin" -- --stdio --workdir "work=$tmp/project" >/dev/null

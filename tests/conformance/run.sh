@@ -18,10 +18,12 @@
 # Also asserted here: server-initialize and dns-rebinding-protection pass in their runs.
 #
 # SERVER=dev runs the same two eras against serverfs-dev (its own baselines,
-# expected-failures-dev-*.yml: serverfs-dev serves tools only).
+# expected-failures-dev-*.yml: serverfs-dev serves tools only), and a third run, `tasks`:
+# the Tasks extension's ten scenarios one by one (baseline expected-failures-dev-tasks.yml:
+# only the checks that need the suite's fixture tools).
 #
 #   tests/conformance/run.sh                 # both runs
-#   tests/conformance/run.sh legacy|modern   # one run
+#   tests/conformance/run.sh legacy|modern   # one run (SERVER=dev: also tasks)
 #   SERVER=mcp|dev  SERVERFS_BIN=...  CONFORMANCE_OUT=dir (default results/conformance[-dev])
 set -euo pipefail
 
@@ -38,7 +40,9 @@ out="${CONFORMANCE_OUT:-$repo/results/conformance$suffix}"
 node_pkg="node@22.23.3"
 legacy_pkg="@modelcontextprotocol/conformance@0.1.16"
 modern_pkg="@modelcontextprotocol/conformance@0.2.0-alpha.12"
-if [[ $# -eq 0 ]]; then set -- legacy modern; fi
+if [[ $# -eq 0 ]]; then
+  if [[ "$server" == dev ]]; then set -- legacy modern tasks; else set -- legacy modern; fi
+fi
 runs=("$@")
 
 if [[ ! -x "$bin" ]]; then
@@ -189,10 +193,19 @@ run_suite() {
   start_server
   local url="http://127.0.0.1:$port/mcp"
   echo "=== conformance $name: $pkg $extra against $url (baseline $(basename "$baseline")) ==="
-  local rc=0
-  npx -y -p "$node_pkg" -p "$pkg" -c \
-    "conformance server --url '$url' $extra --expected-failures '$baseline' -o '$dir'" \
-    > "$dir/output.txt" 2>&1 || rc=$?
+  local rc=0 scenario
+  if [[ ${#scenarios[@]} -eq 0 ]]; then
+    npx -y -p "$node_pkg" -p "$pkg" -c \
+      "conformance server --url '$url' $extra --expected-failures '$baseline' -o '$dir'" \
+      > "$dir/output.txt" 2>&1 || rc=$?
+  else
+    # Extension scenarios run one by one (no requirement set lists them).
+    for scenario in "${scenarios[@]}"; do
+      npx -y -p "$node_pkg" -p "$pkg" -c \
+        "conformance server --url '$url' --scenario $scenario --expected-failures '$baseline' -o '$dir'" \
+        >> "$dir/output.txt" 2>&1 || rc=$?
+    done
+  fi
   # the suite's own closing section: summary table + baseline verdict
   grep -v -e '^npm warn' "$dir/output.txt" | sed -n '/=== SUMMARY ===/,$p' | sed 's/\x1b\[[0-9;]*m//g' || true
   if ! kill -0 "$server_pid" 2>/dev/null; then
@@ -210,13 +223,23 @@ run_suite() {
   kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; server_pid=""
 }
 
+# The Tasks extension's scenarios (serverfs-dev runs bash as a task).
+task_scenarios=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
+  tasks-request-state-removal tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope
+  tasks-status-notifications tasks-required-task-error tasks-mrtr-composition)
+
 for r in "${runs[@]}"; do
+  scenarios=()
   case "$r" in
     legacy) run_suite legacy-2025-11-25 "$legacy_pkg" "$here/expected-failures$suffix-2025-11-25.yml" "" \
               server-initialize dns-rebinding-protection ;;
     modern) run_suite modern-2026-07-28 "$modern_pkg" "$here/expected-failures$suffix-2026-07-28.yml" \
               2026-07-28 dns-rebinding-protection tools-list http-header-validation "${resource_must_pass[@]}" ;;
-    *) echo "unknown run: $r (legacy|modern)" >&2; exit 2 ;;
+    tasks)
+      [[ "$server" == dev ]] || { echo "conformance: the tasks run is serverfs-dev's (SERVER=dev)" >&2; exit 2; }
+      scenarios=("${task_scenarios[@]}")
+      run_suite tasks-extension "$modern_pkg" "$here/expected-failures-dev-tasks.yml" "" ;;
+    *) echo "unknown run: $r (legacy|modern|tasks)" >&2; exit 2 ;;
   esac
 done
 

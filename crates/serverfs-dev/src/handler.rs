@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     Implementation, JsonObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
@@ -43,6 +44,7 @@ use serverfs_write::{ApplyPatchArgs, PatchReport, WriteFileArgs, WriteFileResult
 use tokio_util::sync::CancellationToken;
 
 use crate::project::Project;
+use crate::tasks::{StatusLine, Tasks};
 
 /// What the server tells every client about itself.
 pub const INSTRUCTIONS: &str = "ServerFS dev gives you one project directory to work in. \
@@ -64,6 +66,8 @@ pub struct DevServer {
     tool_router: Arc<ToolRouter<Self>>,
     /// File transfer (HTTP only): without it, file_link is not listed.
     links: Option<Arc<Links>>,
+    /// bash calls run as MCP tasks, for the clients that ask.
+    tasks: Arc<Tasks>,
 }
 
 /// Who owns the shell sessions a call opens or touches.
@@ -125,7 +129,13 @@ impl DevServer {
             owner,
             tool_router: Arc::new(tool_router),
             links: None,
+            tasks: Arc::default(),
         }
+    }
+
+    /// Aborts every task (at shutdown): their commands are killed.
+    pub fn shutdown_tasks(&self) {
+        self.tasks.shutdown();
     }
 
     /// Offers file_link, signing with `links` (HTTP mode; the `/files`
@@ -312,23 +322,7 @@ impl DevServer {
     async fn bash(&self, args: Args<BashArgs>, context: RequestContext<RoleServer>) -> ToolResult {
         let args = args.accept("bash")?;
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
-        let progress = context.meta.get_progress_token().map(|token| {
-            let peer = context.peer.clone();
-            let report: serverfs_exec::ProgressFn = Arc::new(move |p: serverfs_exec::Progress| {
-                // The numbers are seconds of the timeout; the message says
-                // what the command is doing.
-                let message = match &p.last_line {
-                    Some(last) => format!("{} lines of output; last: {last}", p.lines),
-                    None => format!("{} lines of output", p.lines),
-                };
-                let param = ProgressNotificationParam::new(token.clone(), p.elapsed.as_secs_f64())
-                    .with_total(p.timeout.as_secs_f64())
-                    .with_message(message);
-                let peer = peer.clone();
-                tokio::spawn(async move { peer.notify_progress(param).await });
-            });
-            report
-        });
+        let progress = progress_reporter(&context);
         let ct = &context.ct;
         let (started, command) = (std::time::Instant::now(), args.command.clone());
         let caller = self.owner.of(&context.extensions);
@@ -494,6 +488,29 @@ impl DevServer {
     }
 }
 
+/// Where a running command's progress goes: a task's status line (the
+/// call runs as a task), else progress notifications when the client sent
+/// a token. The numbers are seconds of the timeout; the message says what
+/// the command is doing.
+fn progress_reporter(context: &RequestContext<RoleServer>) -> Option<serverfs_exec::ProgressFn> {
+    let message = |p: &serverfs_exec::Progress| match &p.last_line {
+        Some(last) => format!("{} lines of output; last: {last}", p.lines),
+        None => format!("{} lines of output", p.lines),
+    };
+    if let Some(status) = context.extensions.get::<StatusLine>().cloned() {
+        return Some(Arc::new(move |p: serverfs_exec::Progress| status.set(message(&p))));
+    }
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    Some(Arc::new(move |p: serverfs_exec::Progress| {
+        let param = ProgressNotificationParam::new(token.clone(), p.elapsed.as_secs_f64())
+            .with_total(p.timeout.as_secs_f64())
+            .with_message(message(&p));
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.notify_progress(param).await });
+    }))
+}
+
 /// Runs `work` (an async command call) and logs it as one line when it
 /// ends, like the runner does for file calls.
 async fn logged<T: Reported>(
@@ -516,7 +533,7 @@ impl PublishedSchemas for DevServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for DevServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("serverfs-dev", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -528,9 +545,62 @@ impl ServerHandler for DevServer {
         request: rmcp::model::CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let wants_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if wants_task && TASK_TOOLS.contains(&request.name.as_ref()) {
+            let principal = self.owner.of(&context.extensions).principal;
+            let server = self.clone();
+            let started = self.tasks.start(&principal, move |cancel, status| async move {
+                let mut context = context;
+                context.ct = cancel;
+                context.extensions.insert(status);
+                let call = ToolCallContext::new(&server, request, context);
+                server.tool_router.call(call).await
+            });
+            return Ok(match started {
+                Ok(task) => rmcp::model::CallToolResponse::Task(task),
+                Err(refusal) => {
+                    tracing::info!(event = "task_refused", principal, reason = %refusal);
+                    rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                        refusal,
+                    )])
+                    .into()
+                }
+            });
+        }
         serverfs_transport::call_tool(&self.tool_router, self, request, context).await
     }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, rmcp::ErrorData> {
+        let principal = self.owner.of(&context.extensions).principal;
+        Ok(rmcp::model::GetTaskResult::new(self.tasks.get(&principal, &request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let principal = self.owner.of(&context.extensions).principal;
+        self.tasks.update(&principal, &request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let principal = self.owner.of(&context.extensions).principal;
+        self.tasks.cancel(&principal, &request.task_id)
+    }
 }
+
+/// The tools that run as a task when the client declares the extension:
+/// those whose calls can take minutes.
+const TASK_TOOLS: &[&str] = &["bash"];
 
 /// What a router's tools can do, which decides their annotations (see
 /// [`Effects`]): only the read router is read-only as a whole.

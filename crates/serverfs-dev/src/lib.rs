@@ -12,6 +12,7 @@
 mod cli;
 mod handler;
 pub mod project;
+mod tasks;
 
 pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
 pub use project::Project;
@@ -133,6 +134,7 @@ pub fn run() -> ExitCode {
             DevServer::new(Arc::clone(&project), Arc::clone(&commands), owner, &config.concurrency);
         let shutdown = CancellationToken::new();
         tokio::spawn(serverfs_transport::cancel_on_signal(shutdown.clone()));
+        let tasks = server.clone();
         let served = if stdio {
             // SIGTERM/SIGINT end a stdio server cleanly too (exit 0).
             tokio::select! {
@@ -165,6 +167,7 @@ pub fn run() -> ExitCode {
             let factory = move || server.clone();
             serverfs_transport::serve_guarded_mcp(factory, http, guard, routes, shutdown).await
         };
+        tasks.shutdown_tasks();
         commands.close_all().await;
         served
     });

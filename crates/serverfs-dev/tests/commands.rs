@@ -7,42 +7,11 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{HttpServer, Project, RawStdio, call, error_code, ok};
+use common::{
+    HttpServer, Project, RawStdio, assert_none_survive, call, error_code, ok, tag,
+    wait_until_running,
+};
 use serde_json::{Value, json};
-
-/// A `sleep` argument no other process has: `300.<unique digits>`.
-fn tag() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!(
-        "300.{}{:03}{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        nanos.subsec_micros()
-    )
-}
-
-/// Waits (bounded, generously) until no process holds `tag`.
-fn assert_none_survive(tag: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = serverfs_test_support::pids_with(tag);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "processes survived the call: {left:?} ({tag})");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn wait_until_running(tag: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while serverfs_test_support::pids_with(tag).is_empty() {
-        assert!(Instant::now() < deadline, "the command never started ({tag})");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[tokio::test]
 async fn bash_results_and_nothing_survives_a_call() {

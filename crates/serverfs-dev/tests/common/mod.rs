@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::ClientConfig;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
@@ -253,4 +253,38 @@ pub async fn error_code(client: &Client, tool: &str, args: Value, host: &Path) -
     let text = error_text(client, tool, args).await;
     assert!(!text.contains(&*host.to_string_lossy()), "host path leaked: {text}");
     code_of(&text)
+}
+
+/// A `sleep` argument no other process has: `300.<unique digits>`.
+pub fn tag() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!(
+        "300.{}{:03}{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos.subsec_micros()
+    )
+}
+
+/// Waits (bounded, generously) until no process holds `tag`.
+pub fn assert_none_survive(tag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = serverfs_test_support::pids_with(tag);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes survived the call: {left:?} ({tag})");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn wait_until_running(tag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while serverfs_test_support::pids_with(tag).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started ({tag})");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

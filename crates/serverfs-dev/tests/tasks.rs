@@ -100,11 +100,23 @@ async fn bash_runs_as_a_task_with_its_output_on_the_way() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     std::fs::write(&gate, "").unwrap();
-    let v = completed(&ended(&client, &id).await);
+    let task = ended(&client, &id).await;
+    let v = completed(&task);
     assert_eq!(
         (v["exit_code"].as_i64(), v["stdout"].as_str()),
         (Some(3), Some("first line\ndone\n"))
     );
+    // The very answer the call gives without a task (the gate is open now).
+    let plain = p.stdio_client().await;
+    let params = CallToolRequestParams::new("bash")
+        .with_arguments(json!({"command": command}).as_object().unwrap().clone());
+    let answer = plain.call_tool(params).await.unwrap();
+    let TaskPayload::Completed { result } = &task.payload else { unreachable!() };
+    let mut result = result.clone();
+    // The envelope's field (this result is inlined in a task), not the answer.
+    assert_eq!(result.remove("resultType"), Some(json!("complete")));
+    assert_eq!(Value::Object(result), serde_json::to_value(&answer).unwrap());
+    plain.cancel().await.unwrap();
 
     // Not a command: answered at once, as before.
     let params = CallToolRequestParams::new("read_file")

@@ -330,6 +330,13 @@ impl DevServer {
         let outcome = logged(call, ct, work).await;
         let session = outcome.as_ref().ok().and_then(|o| o.session_id.as_deref());
         self.commands.audit(&caller.principal, "bash", Some(&command), session, &outcome, started);
+        if let Some(status) = context.extensions.get::<StatusLine>() {
+            // A task's last word: how the command ended (as its audit line).
+            status.set(match &outcome {
+                Ok(ended) => serverfs_exec::Audited::status(ended),
+                Err(e) => e.code().to_string(),
+            });
+        }
         self.runner.answer(outcome)
     }
 

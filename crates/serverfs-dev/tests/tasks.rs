@@ -101,6 +101,7 @@ async fn bash_runs_as_a_task_with_its_output_on_the_way() {
     }
     std::fs::write(&gate, "").unwrap();
     let task = ended(&client, &id).await;
+    assert_eq!(task.task.status_message.as_deref(), Some("exit 3"), "how it ended");
     let v = completed(&task);
     assert_eq!(
         (v["exit_code"].as_i64(), v["stdout"].as_str()),

@@ -864,7 +864,7 @@ async def scenario_5(rep: Report, tmp: Path) -> None:
         try:
             await srv.start()
         except StartupError as e:
-            msg = e.tail.rsplit("config error: ", 1)[-1].split(";")[0].removeprefix("SERVERFS_EXTRA_DENY_GLOBS: ")[:80]
+            msg = e.tail.rsplit("config error: ", 1)[-1].split(";")[0].removeprefix("SERVERFS_EXTRA_DENY_GLOBS (--extra-deny-globs): ")[:80]
             split = ", glob split at the comma" if "," in value and f"'{value.split(',')[0]}'" in e.tail else ""
             rep.add("5", metric, f"refused (exit {e.rc}{split}): {msg}", "refused|denied", e.rc == 2)
             continue

@@ -58,14 +58,20 @@ pub fn combined(tokens: Option<BearerAuth>, access: Option<AccessJwt>) -> Option
 ///
 /// # Errors
 /// One line naming the settings involved.
-pub fn require_auth_for_listen(addr: SocketAddr, any_auth_configured: bool) -> Result<(), String> {
+pub fn require_auth_for_listen(
+    addr: SocketAddr,
+    any_auth_configured: bool,
+) -> Result<(), serverfs_core::ConfigError> {
     if any_auth_configured || addr.ip().to_canonical().is_loopback() {
         return Ok(());
     }
-    Err(format!(
-        "SERVERFS_LISTEN (--listen) is {addr}, which is not a loopback address, and no \
-         authentication is configured: set SERVERFS_TOKEN or SERVERFS_TOKEN_FILE (--token-file), \
-         or SERVERFS_ACCESS_TEAM and SERVERFS_ACCESS_AUD, or listen on 127.0.0.1"
+    Err(serverfs_core::ConfigError::new(
+        "SERVERFS_LISTEN",
+        format!(
+            "{addr} is not a loopback address, and no authentication is configured: set \
+             SERVERFS_TOKEN or SERVERFS_TOKEN_FILE (--token-file), or SERVERFS_ACCESS_TEAM and \
+             SERVERFS_ACCESS_AUD, or listen on 127.0.0.1"
+        ),
     ))
 }
 
@@ -80,7 +86,7 @@ mod tests {
         }
         for bad in ["0.0.0.0:8790", "[::]:8790", "192.168.1.5:8790", "[::ffff:10.0.0.1]:80"] {
             let addr = bad.parse().unwrap();
-            let err = require_auth_for_listen(addr, false).unwrap_err();
+            let err = require_auth_for_listen(addr, false).unwrap_err().to_string();
             assert!(err.contains("SERVERFS_LISTEN") && !err.contains('\n'), "{err}");
             assert!(require_auth_for_listen(addr, true).is_ok(), "{bad}");
         }

@@ -4,6 +4,7 @@
 //! as an `EnvironmentFile` line `SERVERFS_ACCESS_TEAM=` means.
 
 use clap::Args;
+use serverfs_core::ConfigError;
 
 use crate::access::{AccessConfig, AccessJwt};
 
@@ -46,7 +47,7 @@ impl AccessSettings {
     /// # Errors
     /// One line naming the settings: half a configuration (a team without an
     /// AUD tag, an AUD tag or certs URL without a team) or an invalid value.
-    pub fn config(&self) -> Result<Option<AccessConfig>, String> {
+    pub fn config(&self) -> Result<Option<AccessConfig>, ConfigError> {
         let team = nonempty(self.access_team.as_deref());
         let auds: Vec<&str> =
             self.access_aud.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).collect();
@@ -55,20 +56,22 @@ impl AccessSettings {
             (None, true) => {
                 return match certs_url {
                     None => Ok(None),
-                    Some(_) => Err(format!(
-                        "{CERTS_URL} is set but {TEAM} and {AUD} are not; Cloudflare Access \
-                         needs both"
+                    Some(_) => Err(ConfigError::named(
+                        CERTS_URL,
+                        format!("set, but {TEAM} and {AUD} are not; Cloudflare Access needs both"),
                     )),
                 };
             }
             (Some(_), true) => {
-                return Err(format!(
-                    "{TEAM} is set but {AUD} is not; Cloudflare Access needs both"
+                return Err(ConfigError::named(
+                    TEAM,
+                    format!("set, but {AUD} is not; Cloudflare Access needs both"),
                 ));
             }
             (None, false) => {
-                return Err(format!(
-                    "{AUD} is set but {TEAM} is not; Cloudflare Access needs both"
+                return Err(ConfigError::named(
+                    AUD,
+                    format!("set, but {TEAM} is not; Cloudflare Access needs both"),
                 ));
             }
             (Some(_), false) => {}
@@ -76,10 +79,10 @@ impl AccessSettings {
         let team = team.unwrap_or_default();
         let mut config = AccessConfig::new(team, &auds).map_err(|e| {
             let setting = if e.starts_with("the team") { TEAM } else { AUD };
-            format!("{setting}: {e}")
+            ConfigError::named(setting, e)
         })?;
         if let Some(url) = certs_url {
-            config = config.with_certs_url(url).map_err(|e| format!("{CERTS_URL}: {e}"))?;
+            config = config.with_certs_url(url).map_err(|e| ConfigError::named(CERTS_URL, e))?;
         }
         Ok(Some(config))
     }
@@ -88,11 +91,11 @@ impl AccessSettings {
     ///
     /// # Errors
     /// As [`Self::config`], or if the HTTPS client cannot be built.
-    pub fn verifier(&self) -> Result<Option<AccessJwt>, String> {
+    pub fn verifier(&self) -> Result<Option<AccessJwt>, ConfigError> {
         match self.config()? {
             None => Ok(None),
             Some(config) => {
-                AccessJwt::new(config).map(Some).map_err(|e| format!("Cloudflare Access: {e}"))
+                AccessJwt::new(config).map(Some).map_err(|e| ConfigError::named(TEAM, e))
             }
         }
     }
@@ -132,7 +135,7 @@ mod tests {
             &["--access-aud", "abc"],
             &["--access-certs-url", "http://127.0.0.1:1/certs"],
         ] {
-            let err = parse(args).config().unwrap_err();
+            let err = parse(args).config().unwrap_err().to_string();
             assert!(
                 err.contains("SERVERFS_ACCESS_TEAM") && err.contains("SERVERFS_ACCESS_AUD"),
                 "{err}"
@@ -161,8 +164,8 @@ mod tests {
             "--access-certs-url",
             "http://keys.example/certs",
         ]);
-        assert!(s.config().unwrap_err().starts_with("SERVERFS_ACCESS_CERTS_URL"));
+        assert!(s.config().unwrap_err().setting().starts_with("SERVERFS_ACCESS_CERTS_URL"));
         let s = parse(&["--access-team", "bad_team", "--access-aud", "a1"]);
-        assert!(s.config().unwrap_err().starts_with("SERVERFS_ACCESS_TEAM"));
+        assert!(s.config().unwrap_err().setting().starts_with("SERVERFS_ACCESS_TEAM"));
     }
 }

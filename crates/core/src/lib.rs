@@ -14,6 +14,7 @@
 //! This crate has no write API: nothing in it creates, modifies or removes
 //! a file.
 
+pub mod config;
 pub mod deadline;
 pub mod entries;
 pub mod errno;
@@ -27,6 +28,7 @@ mod resolve;
 mod root;
 pub mod text;
 
+pub use config::ConfigError;
 pub use deadline::{Deadline, Stop};
 pub use errno::errno_error;
 pub use error::{ErrorCode, FsError};

@@ -60,7 +60,18 @@ impl Commands {
     /// sandbox, audit text). Must be called inside the runtime (the
     /// session reaper starts here).
     pub fn new(supervisor: Supervisor, config: CommandConfig) -> Self {
-        let CommandConfig { policy, max_concurrent, sandbox, audit_text } = config;
+        let CommandConfig { policy, max_concurrent, sandbox, audit_text, capabilities } = config;
+        if !capabilities.is_empty() {
+            if rustix::process::geteuid().is_root() {
+                tracing::info!(event = "command_capabilities", kept = ?capabilities.names());
+            } else {
+                tracing::warn!(
+                    event = "config_warning",
+                    message = "SERVERFS_COMMAND_CAPABILITIES (--command-capabilities) has no effect: the server is not root, so its commands have no capabilities to keep",
+                );
+            }
+        }
+        let supervisor = supervisor.keeping(capabilities);
         let limiter = Limiter::new(max_concurrent, max_concurrent * 4, DEFAULT_MAX_WAIT);
         let mut cfg = SessionConfig::new(supervisor.clone());
         cfg.sandbox = sandbox.clone();

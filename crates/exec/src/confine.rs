@@ -12,6 +12,9 @@
 //!   layers do not depend on each other.
 //! - **No new privileges** (`PR_SET_NO_NEW_PRIVS`): a set-user-ID or
 //!   file-capability program gains nothing.
+//! - **IPC of its own as root**: each command gets an IPC namespace (SysV
+//!   objects and POSIX message queues; removed when it ends). POSIX shared
+//!   memory lives in `/dev/shm`, a file system, and is not separated.
 //! - **No capabilities as root**: the bounding and ambient sets are emptied
 //!   and the thread that starts bash drops every capability, so a command of
 //!   a root server is root without privileges: no device nodes, raw
@@ -50,10 +53,72 @@
 //!
 //! The filter is compiled once per supervisor, before its command comes.
 
+use rustix::thread::CapabilitySet;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
 };
+
+/// The capabilities a root server's commands keep
+/// (`--command-capabilities`): none by default. Without root there are none
+/// to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep(CapabilitySet);
+
+impl Default for Keep {
+    fn default() -> Self {
+        Self(CapabilitySet::empty())
+    }
+}
+
+impl Keep {
+    /// `names` (`CAP_MKNOD` or `mknod`, any case).
+    ///
+    /// # Errors
+    /// The first name that is not a capability.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        let mut set = CapabilitySet::empty();
+        for name in names.iter().map(|n| n.as_ref().trim()).filter(|n| !n.is_empty()) {
+            let upper = name.to_ascii_uppercase();
+            let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+            let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
+            let flag = CapabilitySet::from_name(bare).ok_or_else(|| {
+                format!("'{shown}' is not a capability (e.g. CAP_NET_BIND_SERVICE)")
+            })?;
+            set |= flag;
+        }
+        Ok(Self(set))
+    }
+
+    /// Whether no capability is kept.
+    pub fn is_empty(self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The kept capabilities' names (`CAP_MKNOD`), for the log.
+    pub fn names(self) -> Vec<String> {
+        self.0.iter_names().map(|(name, _)| format!("CAP_{name}")).collect()
+    }
+
+    /// The supervisor's arguments that carry it (none when empty).
+    pub(crate) fn to_args(self) -> Vec<std::ffi::OsString> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        vec!["--keep-capabilities".into(), self.0.bits().to_string().into()]
+    }
+
+    /// Takes it off the front of the supervisor's arguments.
+    pub(crate) fn from_args(
+        args: &mut std::iter::Peekable<impl Iterator<Item = std::ffi::OsString>>,
+    ) -> Result<Self, ()> {
+        if args.next_if(|a| a == "--keep-capabilities").is_none() {
+            return Ok(Self::default());
+        }
+        let bits = args.next().and_then(|b| b.to_str()?.parse().ok()).ok_or(())?;
+        CapabilitySet::from_bits(bits).map(Self).ok_or(())
+    }
+}
 
 /// The compiled seccomp filter of a command.
 pub(crate) struct Filter(BpfProgram);
@@ -162,25 +227,60 @@ impl Filter {
     /// Confines the calling thread (and so what it starts): no
     /// capabilities when it has any (root), no new privileges, the filter.
     /// Call it in a thread of its own that then starts bash and ends.
-    pub(crate) fn confine_this_thread(&self) -> Result<(), String> {
-        drop_capabilities().map_err(|e| format!("capabilities: {e}"))?;
+    pub(crate) fn confine_this_thread(&self, keep: Keep) -> Result<(), String> {
+        own_ipc().map_err(|e| format!("IPC namespace: {e}"))?;
+        drop_capabilities(keep.0).map_err(|e| format!("capabilities: {e}"))?;
         // Also sets no_new_privs.
         seccompiler::apply_filter(&self.0).map_err(|e| e.to_string())
     }
 }
 
-/// Empties the bounding and ambient sets and this thread's capabilities,
-/// when it has any (a root server); nothing to do otherwise.
-fn drop_capabilities() -> rustix::io::Result<()> {
+/// Checks at start-up that every command can be confined here: the filter
+/// is compiled and installed in a thread of its own that then ends (a
+/// thread's filter and no-new-privileges are its own), so a kernel or a
+/// service manager without seccomp stops the server at once instead of
+/// failing every command.
+///
+/// # Errors
+/// Why the filter cannot be compiled or installed.
+pub fn probe(network: bool) -> Result<(), String> {
+    let filter = Filter::new(network)?;
+    std::thread::spawn(move || seccompiler::apply_filter(&filter.0).map_err(|e| e.to_string()))
+        .join()
+        .map_err(|_| "the probe thread panicked".to_owned())?
+}
+
+/// Gives what this thread starts an IPC namespace of its own when it may
+/// (a root server): SysV shared memory, semaphores and message queues and
+/// POSIX message queues another command made are invisible, and the
+/// kernel removes a command's own when its last process ends. Without
+/// `CAP_SYS_ADMIN` the kernel refuses, and commands share the user's
+/// (as every other process of that user does).
+// rustix deprecates its safe `unshare` for `UnshareFlags::FILES` (a
+// descriptor table other threads' descriptors are missing from); this crate
+// forbids unsafe code, and a new IPC namespace has no such effect.
+#[allow(deprecated)]
+fn own_ipc() -> rustix::io::Result<()> {
+    use rustix::thread::{UnshareFlags, unshare};
+    match unshare(UnshareFlags::NEWIPC) {
+        Ok(()) | Err(rustix::io::Errno::PERM) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Empties the bounding and ambient sets and this thread's capabilities
+/// but `keep`, when it has any (a root server); nothing to do otherwise.
+/// What bash then gets as root is what is left in the bounding set: `keep`.
+fn drop_capabilities(keep: CapabilitySet) -> rustix::io::Result<()> {
     use rustix::thread::{
-        CapabilitySet, CapabilitySets, capabilities, clear_ambient_capability_set,
+        CapabilitySets, capabilities, clear_ambient_capability_set,
         remove_capability_from_bounding_set, set_capabilities,
     };
     let mine = capabilities(None)?;
     if mine.effective.is_empty() && mine.permitted.is_empty() {
         return Ok(());
     }
-    for capability in CapabilitySet::all().iter() {
+    for capability in CapabilitySet::all().difference(keep).iter() {
         match remove_capability_from_bounding_set(capability) {
             // A capability this kernel does not know.
             Ok(()) | Err(rustix::io::Errno::INVAL) => {}
@@ -188,6 +288,13 @@ fn drop_capabilities() -> rustix::io::Result<()> {
         }
     }
     clear_ambient_capability_set()?;
-    let none = CapabilitySet::empty();
-    set_capabilities(None, CapabilitySets { effective: none, permitted: none, inheritable: none })
+    let kept = |set: CapabilitySet| set & keep;
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: kept(mine.effective),
+            permitted: kept(mine.permitted),
+            inheritable: kept(mine.permitted),
+        },
+    )
 }

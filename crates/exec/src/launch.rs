@@ -20,6 +20,7 @@ use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
 use crate::children;
+use crate::confine::Keep;
 use crate::protocol::{Order, PROTOCOL};
 use crate::sandbox::SandboxConfig;
 
@@ -46,6 +47,8 @@ pub struct Supervisor {
     /// made with [`Supervisor::sealed`]; kept open for as long as a clone
     /// lives.
     image: Option<Arc<OwnedFd>>,
+    /// The capabilities commands keep (a root server's; none by default).
+    keep: Keep,
 }
 
 impl Supervisor {
@@ -61,7 +64,16 @@ impl Supervisor {
             prefix: prefix.into_iter().map(Into::into).collect(),
             ready: Arc::default(),
             image: None,
+            keep: Keep::default(),
         }
+    }
+
+    /// Commands started from now on keep `keep` (a root server's
+    /// `--command-capabilities`).
+    #[must_use]
+    pub fn keeping(mut self, keep: Keep) -> Self {
+        self.keep = keep;
+        self
     }
 
     /// Like [`Supervisor::new`], but `program` is copied now into a sealed
@@ -106,7 +118,7 @@ impl Supervisor {
     /// `mode`; stdio, cwd and env are set by the caller.
     fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.prefix).arg(PROTOCOL).args(sandbox).args(mode);
+        cmd.args(&self.prefix).arg(PROTOCOL).args(self.keep.to_args()).args(sandbox).args(mode);
         cmd
     }
 }

@@ -127,6 +127,7 @@ pub use commands::{
     Audited, BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs,
     ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
 };
+pub use confine::{Keep as KeptCapabilities, probe as probe_confine};
 pub use launch::{ChildEnv, Supervisor, adopt_orphans, sweep_stale_tmpdirs};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use output::ReadOutput;

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use serverfs_core::ConfigError;
+
+use crate::confine::Keep;
 use crate::limit::DEFAULT_RUNNING;
 use crate::policy::Policy;
 use crate::sandbox::SandboxConfig;
@@ -61,7 +64,7 @@ pub struct CommandSettings {
     command_readable: Option<Vec<PathBuf>>,
 
     /// `off`: commands may not open TCP connections nor listen (Landlock
-    /// ABI 4+; UDP and Unix sockets are not covered).
+    /// ABI 4+), nor make any socket but a Unix one (the seccomp filter).
     #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
     command_network: String,
 
@@ -69,6 +72,15 @@ pub struct CommandSettings {
     /// none).
     #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
     sandbox_max_abi: Option<i32>,
+
+    /// Capabilities commands keep when the server runs as root (default: none), comma-separated: CAP_NET_BIND_SERVICE, CAP_CHOWN, …
+    #[arg(
+        long = "command-capabilities",
+        env = "SERVERFS_COMMAND_CAPABILITIES",
+        value_delimiter = ',',
+        value_name = "CAPS"
+    )]
+    command_capabilities: Vec<String>,
 
     /// Put the command text in the audit line of each bash call and shell_write (true), or leave it out (false).
     #[arg(long, env = "SERVERFS_AUDIT_COMMAND_TEXT", default_value_t = true, action = clap::ArgAction::Set)]
@@ -86,14 +98,22 @@ pub struct CommandConfig {
     pub sandbox: Option<SandboxConfig>,
     /// Whether audit lines carry the command text.
     pub audit_text: bool,
+    /// The capabilities commands of a root server keep.
+    pub capabilities: Keep,
 }
 
 impl CommandSettings {
     /// Checks every command setting; the sandbox is around `root` (the
     /// project root as given).
-    pub fn config(&self, root: &Path) -> Result<CommandConfig, String> {
+    ///
+    /// # Errors
+    /// The setting that is wrong, and why.
+    pub fn config(&self, root: &Path) -> Result<CommandConfig, ConfigError> {
         if !(1..=64).contains(&self.max_concurrent_commands) {
-            return Err("SERVERFS_MAX_CONCURRENT_COMMANDS must be between 1 and 64".to_owned());
+            return Err(ConfigError::new(
+                "SERVERFS_MAX_CONCURRENT_COMMANDS",
+                "must be between 1 and 64",
+            ));
         }
         let names = |list: &[String]| -> Vec<String> {
             list.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect()
@@ -108,15 +128,16 @@ impl CommandSettings {
             max_concurrent: self.max_concurrent_commands,
             sandbox,
             audit_text: self.audit_command_text,
+            capabilities: Keep::parse(&self.command_capabilities)
+                .map_err(|e| ConfigError::new("SERVERFS_COMMAND_CAPABILITIES", e))?,
         })
     }
 
-    fn sandbox_config(&self, root: &Path) -> Result<SandboxConfig, String> {
+    fn sandbox_config(&self, root: &Path) -> Result<SandboxConfig, ConfigError> {
         let mut cfg = SandboxConfig::new(root);
-        cfg.writable =
-            existing("SERVERFS_COMMAND_WRITABLE (--command-writable)", &self.command_writable)?;
+        cfg.writable = existing("SERVERFS_COMMAND_WRITABLE", &self.command_writable)?;
         if let Some(list) = &self.command_readable {
-            cfg.readable = Some(existing("SERVERFS_COMMAND_READABLE (--command-readable)", list)?);
+            cfg.readable = Some(existing("SERVERFS_COMMAND_READABLE", list)?);
         }
         cfg.network = self.command_network == "on";
         cfg.max_abi = self.sandbox_max_abi;
@@ -128,7 +149,7 @@ impl CommandSettings {
 /// of which must exist: Landlock cannot grant a missing path, and silently
 /// granting less than asked would be worse than refusing. The error names
 /// the setting and which path by position, never the path itself.
-fn existing(setting: &str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+fn existing(env: &str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
     let which = |i: usize| {
         if paths.len() == 1 {
             "the path".to_owned()
@@ -141,8 +162,10 @@ fn existing(setting: &str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         .enumerate()
         .map(|(i, p)| match std::path::absolute(p) {
             Ok(p) if p.exists() => Ok(p),
-            Ok(_) => Err(format!("{setting}: {} does not exist (each must exist)", which(i))),
-            Err(_) => Err(format!("{setting}: {} is empty", which(i))),
+            Ok(_) => {
+                Err(ConfigError::new(env, format!("{} does not exist (each must exist)", which(i))))
+            }
+            Err(_) => Err(ConfigError::new(env, format!("{} is empty", which(i)))),
         })
         .collect()
 }

@@ -46,7 +46,7 @@ use rustix::process::{
 };
 
 use crate::children;
-use crate::confine::Filter;
+use crate::confine::{Filter, Keep};
 use crate::protocol::{ENV_KEYS, Ended, Failure, Order, PROTOCOL};
 use crate::sandbox::{Prepared, SandboxConfig};
 
@@ -129,6 +129,9 @@ where
     if args.next().is_none_or(|a| a != PROTOCOL) {
         return ExitCode::from(2);
     }
+    let Ok(keep) = Keep::from_args(&mut args) else {
+        return ExitCode::from(2);
+    };
     let Ok(sandbox) = SandboxConfig::from_args(&mut args) else {
         return ExitCode::from(2);
     };
@@ -144,7 +147,7 @@ where
         return ExitCode::FAILURE;
     };
     let ready = matches!(mode, Mode::Ready);
-    let setup = match Setup::new(sandbox.as_ref()) {
+    let setup = match Setup::new(sandbox.as_ref(), keep) {
         Ok(setup) => setup,
         // Started ahead: no command to report on; the server starts
         // another supervisor when this one does not take the order.
@@ -226,6 +229,8 @@ struct Setup {
     bash: OsString,
     /// The seccomp filter, compiled, not yet applied.
     filter: Filter,
+    /// The capabilities bash keeps (a root server's).
+    keep: Keep,
     /// The sandbox's ruleset, created, not yet enforced.
     sandbox: Option<Prepared>,
 }
@@ -234,7 +239,7 @@ impl Setup {
     /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP (so that
     /// one coming while bash starts does not end us and orphan bash to
     /// init) and SIGCHLD, finds bash and creates the sandbox's ruleset.
-    fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, Failure> {
+    fn new(sandbox: Option<&SandboxConfig>, keep: Keep) -> Result<Self, Failure> {
         use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
         set_child_subreaper(Some(getpid())).map_err(|_| Failure::Subreaper)?;
         // A session of our own: bash and all it starts have no controlling
@@ -246,7 +251,7 @@ impl Setup {
         let filter = Filter::new(network).map_err(|_| Failure::Confine)?;
         let sandbox =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
-        Ok(Self { stop, child_ended, bash: find_bash(), filter, sandbox })
+        Ok(Self { stop, child_ended, bash: find_bash(), filter, keep, sandbox })
     }
 
     /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
@@ -297,13 +302,14 @@ impl Setup {
             report(&mut control_w, &Ended::Signal(Signal::KILL.as_raw()).line());
             return Ok(());
         }
-        let mut child = match spawn_bash(&mut bash, &self.filter, self.sandbox, tmpdir.as_deref()) {
-            Ok(child) => child,
-            Err(what) => {
-                report(&mut control_w, &what.line());
-                return Err(());
-            }
-        };
+        let mut child =
+            match spawn_bash(&mut bash, &self.filter, self.keep, self.sandbox, tmpdir.as_deref()) {
+                Ok(child) => child,
+                Err(what) => {
+                    report(&mut control_w, &what.line());
+                    return Err(());
+                }
+            };
         let Some(pid) = Pid::from_raw(child.id() as i32) else {
             report(&mut control_w, &Failure::Spawn.line());
             return Err(());
@@ -436,12 +442,13 @@ fn find_bash() -> OsString {
 fn spawn_bash(
     bash: &mut std::process::Command,
     filter: &Filter,
+    keep: Keep,
     sandbox: Option<Prepared>,
     tmpdir: Option<&Path>,
 ) -> Result<std::process::Child, Failure> {
     std::thread::scope(|s| {
         s.spawn(|| {
-            filter.confine_this_thread().map_err(|_| Failure::Confine)?;
+            filter.confine_this_thread(keep).map_err(|_| Failure::Confine)?;
             if let Some(sandbox) = sandbox {
                 sandbox.restrict_this_thread(tmpdir).map_err(|_| Failure::Sandbox)?;
             }

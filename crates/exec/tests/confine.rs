@@ -166,3 +166,101 @@ async fn a_replaced_supervisor_file_changes_nothing() {
         }
     }
 }
+
+/// Where seccomp cannot be used (here: a thread whose own filter refuses
+/// the `seccomp` call, as a service manager's `SystemCallFilter` may), the
+/// start-up probe says so; elsewhere it passes. The probe's thread is a
+/// child of the calling one and so inherits its filter.
+#[test]
+fn the_start_up_probe_fails_where_seccomp_is_refused() {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    serverfs_exec::probe_confine(true).expect("seccomp works here");
+    serverfs_exec::probe_confine(false).expect("seccomp works here");
+    let refused = std::thread::spawn(|| {
+        let filter = SeccompFilter::new(
+            [(libc::SYS_seccomp, vec![])].into_iter().collect(),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            TargetArch::try_from(std::env::consts::ARCH).unwrap(),
+        )
+        .unwrap();
+        let program = BpfProgram::try_from(filter).unwrap();
+        seccompiler::apply_filter(&program).unwrap();
+        serverfs_exec::probe_confine(true)
+    })
+    .join()
+    .unwrap();
+    let e = refused.expect_err("the probe passed where seccomp is refused");
+    assert!(e.contains("Operation not permitted") || e.contains("EPERM"), "{e}");
+}
+
+/// As root each command has IPC of its own: a SysV segment one command
+/// leaves behind is not there for the next (its namespace went with it).
+/// Without the layer the segment outlives its command and the next one
+/// sees it, as plain processes do (the control).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commands_ipc_objects_are_its_own_as_root() {
+    if !is_root() {
+        eprintln!("not root: IPC namespaces need CAP_SYS_ADMIN; commands share the user's");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let make = "ipcmk -M 4096 | awk '{print $NF}'";
+    // (ipcs exits 0 either way; it says "not found".)
+    let look = |id: &str| {
+        format!("ipcs -m -i {id} 2>&1 | grep -q 'not found' && echo unseen || echo seen")
+    };
+
+    let id = plain(make, root).trim().to_owned();
+    let seen = plain(&look(&id), root);
+    plain(&format!("ipcrm -m {id}"), root);
+    assert_eq!(seen.trim(), "seen", "control");
+
+    let made = confined(make, root, None).await;
+    let id = made.stdout.trim().to_owned();
+    assert!(id.parse::<u32>().is_ok(), "{made:?}");
+    let next = confined(&look(&id), root, None).await;
+    if next.stdout.trim() == "seen" {
+        // The layer failed: the segment is the machine's; leave none behind
+        // (otherwise the id is another namespace's, never to be removed here).
+        plain(&format!("ipcrm -m {id}"), root);
+    }
+    assert_eq!(next.stdout.trim(), "unseen", "{next:?}");
+}
+
+/// `--command-capabilities`: a root server's commands keep exactly the
+/// named capabilities (here CAP_MKNOD: a device node can be made), and
+/// nothing else (CAP_SYS_ADMIN: no hostname). Without it, none (the
+/// first test).
+#[tokio::test(flavor = "multi_thread")]
+async fn named_capabilities_are_kept_and_no_other() {
+    if !is_root() {
+        eprintln!("not root: no capabilities to keep");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let keep = serverfs_exec::KeptCapabilities::parse(&["cap_mknod"]).unwrap();
+    assert_eq!(keep.names(), ["CAP_MKNOD"]);
+    let cancel = CancellationToken::new();
+    let with = |command: &str| {
+        let mut s = spec(command, dir.path());
+        s.supervisor = s.supervisor.clone().keeping(keep);
+        run(s, &cancel, None)
+    };
+    let mknod = "mknod \"$TMPDIR/blk\" b 7 0 && echo ok || echo refused";
+    assert_eq!(with(mknod).await.unwrap().stdout.trim(), "ok");
+    let hostname = "unshare -u hostname serverfs-test && echo ok || echo refused";
+    assert_eq!(with(hostname).await.unwrap().stdout.trim(), "refused");
+    let caps = with("grep ^CapEff /proc/self/status").await.unwrap();
+    assert_eq!(caps.stdout.trim(), "CapEff:\t0000000008000000", "CAP_MKNOD is bit 27");
+}
+
+#[test]
+fn capability_names_are_checked() {
+    use serverfs_exec::KeptCapabilities;
+    assert!(KeptCapabilities::parse(&["CAP_NET_BIND_SERVICE", " chown", ""]).is_ok());
+    let e = KeptCapabilities::parse(&["CAP_NOPE"]).unwrap_err();
+    assert!(e.starts_with("'CAP_NOPE' is not a capability"), "{e}");
+    assert!(KeptCapabilities::parse::<&str>(&[]).unwrap().is_empty());
+}

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use serverfs_auth::AccessSettings;
-use serverfs_core::Policy;
+use serverfs_core::{ConfigError, Policy};
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
 use serverfs_transport::{Auth, HttpConfig};
@@ -102,6 +102,10 @@ pub(crate) struct Config {
     pub(crate) links: serverfs_transfer::LinkConfig,
 }
 
+/// Where each root's commit lock lives, as errors name it.
+pub(crate) const ROOTS_DIR: &str =
+    "XDG_STATE_HOME (else HOME; where each root's commit lock lives)";
+
 impl Cli {
     /// Parses flags and environment; a bad value is one line and exit 2.
     pub(crate) fn parse_or_exit() -> Self {
@@ -109,17 +113,19 @@ impl Cli {
     }
 
     /// Validates every setting; `env` looks up environment variables.
-    pub(crate) fn config(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
+    pub(crate) fn config(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let limits = self.read.limits()?;
         let concurrency = self.read.concurrency()?;
         let mut globs: Vec<String> =
             WORKING_TREE_DENY_GLOBS.iter().map(|g| (*g).to_owned()).collect();
         globs.extend(self.read.extra_deny_globs());
-        let policy =
-            Policy::new(true, &globs).map_err(|e| format!("SERVERFS_EXTRA_DENY_GLOBS: {e}"))?;
+        let policy = Policy::new(true, &globs)
+            .map_err(|e| ConfigError::new("SERVERFS_EXTRA_DENY_GLOBS", e))?;
         if self.max_file_bytes == 0 {
-            let name = serverfs_settings::setting("SERVERFS_MAX_FILE_BYTES");
-            return Err(format!("{name} must be at least 1"));
+            return Err(ConfigError::new("SERVERFS_MAX_FILE_BYTES", "must be at least 1"));
         }
         // The bearer token stays in `http` too: /files accepts it beside
         // link signatures.
@@ -133,18 +139,24 @@ impl Cli {
             (Some(dir), _) => dir.clone(),
             (None, Some(dir)) => dir.clone(),
             (None, None) => {
-                return Err("SERVERFS_STATE_DIR (--state-dir) is not set and neither XDG_STATE_HOME nor HOME is".to_owned());
+                return Err(ConfigError::new(
+                    "SERVERFS_STATE_DIR",
+                    "not set, and neither XDG_STATE_HOME nor HOME is",
+                ));
             }
         };
-        let roots_dir = default_state_dir.map(|d| d.join("roots")).ok_or(
-            "neither XDG_STATE_HOME nor HOME is set: serverfs-dev needs one to find the other servers of its root",
-        )?;
+        let roots_dir = default_state_dir.map(|d| d.join("roots")).ok_or_else(|| {
+            ConfigError::named(
+                ROOTS_DIR,
+                "neither is set: serverfs-dev needs one to find the other servers of its root",
+            )
+        })?;
         if !state_dir.is_absolute() {
-            return Err("SERVERFS_STATE_DIR (--state-dir) must be an absolute path".to_owned());
+            return Err(ConfigError::new("SERVERFS_STATE_DIR", "must be an absolute path"));
         }
         // `absolute` fails only on an empty path.
         let root = std::path::absolute(&self.root)
-            .map_err(|_| "SERVERFS_ROOT (--root) is empty".to_owned())?;
+            .map_err(|_| ConfigError::new("SERVERFS_ROOT", "the path is empty"))?;
         let commands = self.commands.config(&root)?;
         Ok(Config {
             root_was_relative: self.root.is_relative(),
@@ -193,7 +205,7 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    fn config(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+    fn config(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let cli = Cli::try_parse_from(
             ["serverfs-dev", "--root", "/tmp"].iter().chain(args.iter()).copied(),
         )
@@ -205,7 +217,8 @@ mod tests {
     #[test]
     fn a_network_listen_needs_authentication() {
         let err = config(&["--listen", "0.0.0.0:8790"], &[("HOME", "/home/u")]).unwrap_err();
-        assert!(err.contains("not a loopback address"), "{err}");
+        assert_eq!(err.setting(), "SERVERFS_LISTEN (--listen)");
+        assert!(err.reason().contains("not a loopback address"), "{err}");
         let token = "t".repeat(32);
         let ok =
             config(&["--listen", "0.0.0.0:8790"], &[("HOME", "/h"), ("SERVERFS_TOKEN", &token)]);
@@ -227,7 +240,7 @@ mod tests {
         // Explicit or not, the roots dir is where the default state dir is.
         let c = config(&["--state-dir", "/elsewhere"], &[("HOME", "/home/u")]).unwrap();
         assert_eq!(c.roots_dir, Path::new("/home/u/.local/state/serverfs-dev/roots"));
-        assert!(config(&["--state-dir", "/elsewhere"], &[]).unwrap_err().contains("HOME"));
+        assert_eq!(config(&["--state-dir", "/elsewhere"], &[]).unwrap_err().setting(), ROOTS_DIR);
         assert!(config(&["--state-dir", "rel"], &[]).is_err());
     }
 

@@ -20,7 +20,7 @@ pub use project::Project;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use serverfs_core::{Root, RootOptions, SymlinkRule};
+use serverfs_core::{ConfigError, Root, RootOptions, SymlinkRule};
 use serverfs_exec::Commands;
 use serverfs_tools::ReadTools;
 use serverfs_transport::{McpGuard, PeerCheck};
@@ -67,7 +67,7 @@ fn supervisor_beside(exe: std::path::PathBuf) -> std::io::Result<serverfs_exec::
 pub fn run() -> ExitCode {
     let cli = Cli::parse_or_exit();
     if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
-        return config_error(&e);
+        return config_error(&ConfigError::new("SERVERFS_LOG_LEVEL", e));
     }
     serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
@@ -112,12 +112,18 @@ pub fn run() -> ExitCode {
     match &config.commands.sandbox {
         Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
             Ok(active) => tracing::info!(event = "sandbox", active = %active),
-            Err(e) => return config_error(&format!("SERVERFS_SANDBOX (--sandbox): {e}")),
+            Err(e) => return config_error(&ConfigError::new("SERVERFS_SANDBOX", e)),
         },
         None => tracing::warn!(
             event = "sandbox",
             active = "off (--sandbox off): commands can write anywhere this user can"
         ),
+    }
+    // The seccomp filter every command runs under, sandbox on or off.
+    let network = config.commands.sandbox.as_ref().is_none_or(|s| s.network);
+    if let Err(e) = serverfs_exec::probe_confine(network) {
+        eprintln!("serverfs-dev: cannot confine commands (seccomp): {e}");
+        return ExitCode::FAILURE;
     }
     let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
         Ok(rt) => rt,
@@ -174,33 +180,29 @@ pub fn run() -> ExitCode {
     serverfs_transport::finish("serverfs-dev", runtime, result)
 }
 
-fn config_error(line: &str) -> ExitCode {
-    serverfs_transport::config_error("serverfs-dev", line)
+fn config_error(e: &ConfigError) -> ExitCode {
+    serverfs_transport::config_error("serverfs-dev", &e.to_string())
 }
 
 /// Opens the root, settles what a crash left (logged), and builds the
 /// project. Errors name the setting, never a host path or the OS's text.
-fn open_project(config: &Config, transport: &str) -> Result<Project, String> {
+fn open_project(config: &Config, transport: &str) -> Result<Project, ConfigError> {
     let options =
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
-    let root =
-        Root::open(&config.root, options).map_err(|e| format!("SERVERFS_ROOT (--root): {e}"))?;
+    let root = Root::open(&config.root, options)
+        .map_err(|e| ConfigError::new("SERVERFS_ROOT", e.to_string()))?;
     let reach = config.out_of_reach();
     serverfs_write::prepare_state_dir(
         "SERVERFS_STATE_DIR (--state-dir)",
         &config.state_dir,
         &reach,
     )?;
-    serverfs_write::prepare_state_dir(
-        "XDG_STATE_HOME (else HOME; where each root's commit lock lives)",
-        &config.roots_dir,
-        &reach,
-    )?;
+    serverfs_write::prepare_state_dir(cli::ROOTS_DIR, &config.roots_dir, &reach)?;
     let writer_config = WriterConfig::new(&config.root, &config.state_dir)
         .roots_dir(&config.roots_dir)
         .max_file_bytes(config.max_file_bytes);
     let (writer, recovery) = Writer::open(Arc::new(root), writer_config)
-        .map_err(|e| format!("SERVERFS_STATE_DIR (--state-dir): {e}"))?;
+        .map_err(|e| ConfigError::new("SERVERFS_STATE_DIR", e.to_string()))?;
     for settled in &recovery.recovered {
         tracing::warn!(
             event = "patch_recovered",

@@ -313,7 +313,7 @@ fn a_bad_tokens_file_is_a_start_up_error_naming_the_line() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
         assert!(
-            stderr.contains(&format!("SERVERFS_TOKENS_FILE (--tokens-file) {line}")),
+            stderr.contains(&format!("SERVERFS_TOKENS_FILE (--tokens-file): {line}")),
             "{stderr}"
         );
         assert!(!stderr.contains(ALICE) && !stderr.contains(BOB), "a token was echoed: {stderr}");
@@ -331,7 +331,7 @@ fn a_bad_tokens_file_is_a_start_up_error_naming_the_line() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("both set") && !stderr.contains(TOKEN), "{stderr}");
+    assert!(stderr.contains("is set too; use one") && !stderr.contains(TOKEN), "{stderr}");
 }
 
 /// Anonymous clients (HTTP on loopback without credentials) cannot be told

@@ -88,6 +88,25 @@ fn start_up_errors_name_the_setting_in_one_plain_line() {
         (
             {
                 let mut c = p.command();
+                c.env("SERVERFS_COMMAND_CAPABILITIES", "CAP_NET_BIND_SERVICE,CAP_NOPE");
+                c
+            },
+            format!(
+                "{e} SERVERFS_COMMAND_CAPABILITIES (--command-capabilities): 'CAP_NOPE' is not \
+                 a capability (e.g. CAP_NET_BIND_SERVICE)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.args(["--max-file-bytes", "0"]);
+                c
+            },
+            format!("{e} SERVERFS_MAX_FILE_BYTES (--max-file-bytes): must be at least 1"),
+        ),
+        (
+            {
+                let mut c = p.command();
                 c.args(["--listen", "8000"]);
                 c
             },

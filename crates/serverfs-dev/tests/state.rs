@@ -93,25 +93,30 @@ fn a_state_dir_commands_can_reach_is_refused_at_start() {
         assert!(!state.exists(), "{args:?}: created anyway");
     };
     let state = |dir: &Path| dir.join("state");
-    refused(&[], &[], &state(under_tmp.path()), "SERVERFS_STATE_DIR (--state-dir) is below /tmp");
+    refused(
+        &[],
+        &[],
+        &state(under_tmp.path()),
+        "SERVERFS_STATE_DIR (--state-dir): it is below /tmp",
+    );
     let writable = reached.path().to_str().unwrap();
     refused(
         &["--command-writable", writable],
         &[],
         &state(reached.path()),
-        "SERVERFS_STATE_DIR (--state-dir) is below a --command-writable path",
+        "SERVERFS_STATE_DIR (--state-dir): it is below a --command-writable path",
     );
     refused(
         &["--command-readable", writable],
         &[],
         &state(reached.path()),
-        "SERVERFS_STATE_DIR (--state-dir) is below a --command-readable path",
+        "SERVERFS_STATE_DIR (--state-dir): it is below a --command-readable path",
     );
     refused(
         &[],
         &[("TMPDIR", reached.path())],
         &state(reached.path()),
-        "SERVERFS_STATE_DIR (--state-dir) is below the commands' TMPDIR parent",
+        "SERVERFS_STATE_DIR (--state-dir): it is below the commands' TMPDIR parent",
     );
     // The roots dir (each root's commit lock) too: it comes from
     // XDG_STATE_HOME, whatever --state-dir says.

@@ -6,14 +6,13 @@ use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
 use clap::{Parser, Subcommand};
-use serverfs_core::Policy;
+use serverfs_core::{ConfigError, Policy};
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
 use serverfs_transport::HttpConfig;
 
+use crate::slots::{arg_specs, slot_specs};
 use crate::workdirs::WorkdirSpec;
-
-use crate::slots::{ConfigError, arg_specs, slot_specs};
 
 /// ServerFS MCP: a secure, read-only MCP server that exposes selected Linux
 /// directories as workdirs to AI agents in real time.
@@ -121,12 +120,11 @@ impl Cli {
         &self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let setting = ConfigError::Setting;
-        let limits = self.read.limits().map_err(setting)?;
-        let concurrency = self.read.concurrency().map_err(setting)?;
+        let limits = self.read.limits()?;
+        let concurrency = self.read.concurrency()?;
         let policy = Policy::new(self.allow_hidden, &self.read.extra_deny_globs())
-            .map_err(|e| setting(format!("SERVERFS_EXTRA_DENY_GLOBS: {e}")))?;
-        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env).map_err(setting)?;
+            .map_err(|e| ConfigError::new("SERVERFS_EXTRA_DENY_GLOBS", e))?;
+        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
         let workdirs = if self.workdirs.is_empty() {
             slot_specs(&self.workdirs_dir, env)?
         } else {

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serverfs_core::ConfigError;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command};
@@ -45,19 +46,19 @@ pub fn run() -> ExitCode {
     }
 }
 
-fn config_error(line: &str) -> ExitCode {
-    serverfs_transport::config_error("serverfs-mcp", line)
+fn config_error(e: &ConfigError) -> ExitCode {
+    serverfs_transport::config_error("serverfs-mcp", &e.to_string())
 }
 
 fn serve(cli: &Cli) -> ExitCode {
     if let Err(e) = serverfs_transport::init_logging(&cli.log_level) {
-        return config_error(&e);
+        return config_error(&ConfigError::new("SERVERFS_LOG_LEVEL", e));
     }
     serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
     let config = match cli.config(&env) {
         Ok(config) => config,
-        Err(e) => return config_error(&e.to_string()),
+        Err(e) => return config_error(&e),
     };
     if !cli.stdio {
         for warning in config.warnings() {
@@ -73,7 +74,7 @@ fn serve(cli: &Cli) -> ExitCode {
     }
     let workdirs = match Workdirs::open(config.workdirs, config.policy) {
         Ok(workdirs) => workdirs,
-        Err(e) => return config_error(&e.to_string()),
+        Err(e) => return config_error(&e.into()),
     };
     tracing::info!(
         event = "starting",

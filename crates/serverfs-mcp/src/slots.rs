@@ -10,31 +10,10 @@
 
 use std::path::Path;
 
+use serverfs_core::ConfigError;
 use serverfs_core::policy::SENTINEL;
 
 use crate::workdirs::WorkdirSpec;
-
-/// Why the configuration cannot be served; `Display` is the one line that
-/// start-up prints before exiting 2. Each kind names what to fix: a setting
-/// (its variable), a Docker slot (`slot 03`, never its host path) or a
-/// `--workdir` (as the operator typed it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum ConfigError {
-    /// A setting's value cannot be used.
-    Setting(String),
-    /// A Docker slot is inconsistent.
-    Slot(String),
-    /// A `--workdir` or `--workdir-description` is malformed.
-    Workdir(String),
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Setting(line) | Self::Slot(line) | Self::Workdir(line) => f.write_str(line),
-        }
-    }
-}
 
 /// Number of Docker slots, `01` … `16`.
 pub(crate) const SLOT_COUNT: usize = 16;
@@ -75,8 +54,9 @@ pub(crate) fn slot_specs(
     if std::fs::symlink_metadata(workdirs_dir).is_err() {
         // Nothing Docker-like here: the operator most likely ran the binary
         // by hand and meant --workdir.
-        return Err(ConfigError::Slot(
-            "no workdir is configured: pass --workdir ALIAS=PATH (for example --workdir docs=/usr/share/doc), or mount the Docker slots 01…16 under SERVERFS_WORKDIRS_DIR".to_owned(),
+        return Err(ConfigError::named(
+            "--workdir",
+            "none is given: pass --workdir ALIAS=PATH (for example --workdir docs=/usr/share/doc), or mount the Docker slots 01…16 under SERVERFS_WORKDIRS_DIR",
         ));
     }
     let mut specs: Vec<(String, WorkdirSpec)> = Vec::new();
@@ -89,41 +69,50 @@ pub(crate) fn slot_specs(
         match std::fs::symlink_metadata(&dir) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
-                return Err(ConfigError::Slot(format!(
-                    "{origin}: the slot mount point is not a directory"
-                )));
+                return Err(ConfigError::named(&origin, "the slot mount point is not a directory"));
             }
             Err(_) => {
-                return Err(ConfigError::Slot(format!(
-                    "{origin}: the slot directory {slot} is missing from SERVERFS_WORKDIRS_DIR"
-                )));
+                return Err(ConfigError::named(
+                    &origin,
+                    format!("the slot directory {slot} is missing from SERVERFS_WORKDIRS_DIR"),
+                ));
             }
         }
         let disabled = std::fs::symlink_metadata(dir.join(SENTINEL)).is_ok();
         match (alias.is_empty(), disabled) {
             (true, true) => {
                 if !description.is_empty() {
-                    return Err(ConfigError::Slot(format!(
-                        "{origin}: WORKDIR_{slot}_DESCRIPTION is set but WORKDIR_{slot}_ALIAS is empty"
-                    )));
+                    return Err(ConfigError::named(
+                        &origin,
+                        format!(
+                            "WORKDIR_{slot}_DESCRIPTION is set but WORKDIR_{slot}_ALIAS is empty"
+                        ),
+                    ));
                 }
             }
             (false, true) => {
-                return Err(ConfigError::Slot(format!(
-                    "{origin}: WORKDIR_{slot}_ALIAS is set but no host directory is mounted (is WORKDIR_{slot}_PATH empty?), or the directory holds the reserved file {SENTINEL}"
-                )));
+                return Err(ConfigError::named(
+                    &origin,
+                    format!(
+                        "WORKDIR_{slot}_ALIAS is set but no host directory is mounted (is WORKDIR_{slot}_PATH empty?), or the directory holds the reserved file {SENTINEL}"
+                    ),
+                ));
             }
             (true, false) => {
-                return Err(ConfigError::Slot(format!(
-                    "{origin}: a host directory is mounted but WORKDIR_{slot}_ALIAS is empty; set an alias or unset WORKDIR_{slot}_PATH"
-                )));
+                return Err(ConfigError::named(
+                    &origin,
+                    format!(
+                        "a host directory is mounted but WORKDIR_{slot}_ALIAS is empty; set an alias or unset WORKDIR_{slot}_PATH"
+                    ),
+                ));
             }
             (false, false) => {
-                validate_alias(&alias).map_err(|e| ConfigError::Slot(format!("{origin}: {e}")))?;
+                validate_alias(&alias).map_err(|e| ConfigError::named(&origin, e))?;
                 if let Some((other, _)) = specs.iter().find(|(_, s)| s.alias == alias) {
-                    return Err(ConfigError::Slot(format!(
-                        "{origin}: alias '{alias}' is already used by {other}"
-                    )));
+                    return Err(ConfigError::named(
+                        &origin,
+                        format!("alias '{alias}' is already used by {other}"),
+                    ));
                 }
                 let spec = WorkdirSpec {
                     alias,
@@ -138,7 +127,10 @@ pub(crate) fn slot_specs(
     }
     let specs: Vec<WorkdirSpec> = specs.into_iter().map(|(_, s)| s).collect();
     if specs.is_empty() {
-        return Err(ConfigError::Slot("no workdir is configured: set WORKDIR_01_ALIAS and WORKDIR_01_PATH (or pass --workdir ALIAS=PATH)".to_owned()));
+        return Err(ConfigError::named(
+            "WORKDIR_01_ALIAS",
+            "no slot is enabled: set WORKDIR_01_ALIAS and WORKDIR_01_PATH (or pass --workdir ALIAS=PATH)",
+        ));
     }
     Ok(specs)
 }
@@ -155,21 +147,19 @@ pub(crate) fn arg_specs(
     let mut specs: Vec<WorkdirSpec> = Vec::new();
     for arg in workdirs {
         let (alias, path) = arg.split_once('=').ok_or_else(|| {
-            ConfigError::Workdir(
-                "--workdir takes ALIAS=PATH (for example projects=/srv/projects)".to_owned(),
-            )
+            ConfigError::named("--workdir", "takes ALIAS=PATH (for example projects=/srv/projects)")
         })?;
-        validate_alias(alias).map_err(|e| ConfigError::Workdir(format!("--workdir: {e}")))?;
+        validate_alias(alias).map_err(|e| ConfigError::named("--workdir", e))?;
         if path.is_empty() {
-            return Err(ConfigError::Workdir(format!("--workdir '{alias}': the path is empty")));
+            return Err(ConfigError::named(format!("--workdir '{alias}'"), "the path is empty"));
         }
         if specs.iter().any(|s| s.alias == alias) {
-            return Err(ConfigError::Workdir(format!("--workdir '{alias}': alias is given twice")));
+            return Err(ConfigError::named(format!("--workdir '{alias}'"), "alias is given twice"));
         }
         // Resolved once, so the root never depends on a later working
         // directory; `absolute` fails only on an empty path, refused above.
         let host_path = std::path::absolute(path).map_err(|_| {
-            ConfigError::Workdir(format!("--workdir '{alias}': the path cannot be resolved"))
+            ConfigError::named(format!("--workdir '{alias}'"), "the path cannot be resolved")
         })?;
         specs.push(WorkdirSpec {
             alias: alias.to_owned(),
@@ -182,18 +172,19 @@ pub(crate) fn arg_specs(
         });
     }
     for arg in descriptions {
-        let (alias, text) = arg.split_once('=').ok_or_else(|| {
-            ConfigError::Workdir("--workdir-description takes ALIAS=TEXT".to_owned())
-        })?;
+        let (alias, text) = arg
+            .split_once('=')
+            .ok_or_else(|| ConfigError::named("--workdir-description", "takes ALIAS=TEXT"))?;
         let spec = specs.iter_mut().find(|s| s.alias == alias).ok_or_else(|| {
-            ConfigError::Workdir(format!(
-                "--workdir-description '{alias}': no --workdir has that alias"
-            ))
+            ConfigError::named(
+                format!("--workdir-description '{alias}'"),
+                "no --workdir has that alias",
+            )
         })?;
         spec.description = (!text.is_empty()).then(|| text.to_owned());
     }
     if specs.is_empty() {
-        return Err(ConfigError::Workdir("no workdir is configured".to_owned()));
+        return Err(ConfigError::named("--workdir", "none is given"));
     }
     Ok(specs)
 }
@@ -262,10 +253,7 @@ mod tests {
         /// The slots, or the one line a slot error prints.
         fn load(&self) -> Result<Vec<WorkdirSpec>, String> {
             let env = |k: &str| self.env.get(k).cloned();
-            slot_specs(self.dir.path(), &env).map_err(|e| match e {
-                ConfigError::Slot(line) => line,
-                other => panic!("not a slot error: {other:?}"),
-            })
+            slot_specs(self.dir.path(), &env).map_err(|e| e.to_string())
         }
     }
 
@@ -321,7 +309,9 @@ mod tests {
         let e = s.load().unwrap_err();
         assert!(e.starts_with("slot 16:") && !e.contains(&*s.dir.path().to_string_lossy()), "{e}");
 
-        assert!(Slots::new().load().unwrap_err().starts_with("no workdir"));
+        assert!(
+            Slots::new().load().unwrap_err().starts_with("WORKDIR_01_ALIAS: no slot is enabled")
+        );
 
         let mut s = Slots::new();
         s.set("WORKDIR_07_DESCRIPTION", "orphan");

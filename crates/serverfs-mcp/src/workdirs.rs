@@ -11,7 +11,8 @@
 use std::fmt;
 
 use serverfs_core::{
-    ErrorCode, FsError, Location, Policy, ResolveMode, Root, RootError, RootOptions, SymlinkRule,
+    ConfigError, ErrorCode, FsError, Location, Policy, ResolveMode, Root, RootError, RootOptions,
+    SymlinkRule,
 };
 
 /// A workdir as configuration describes it, before its root is opened.
@@ -70,6 +71,12 @@ pub struct WorkdirError {
 impl fmt::Display for WorkdirError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.origin, self.source)
+    }
+}
+
+impl From<WorkdirError> for ConfigError {
+    fn from(e: WorkdirError) -> Self {
+        Self::named(e.origin, e.source.to_string())
     }
 }
 

@@ -148,7 +148,7 @@ fn token_errors_never_show_the_token_or_its_path() {
         &[alias, ("SERVERFS_TOKEN", "fine-token")],
         &["--token-file", &file_arg],
     );
-    assert!(line.contains("SERVERFS_TOKEN") && line.contains("both"), "{line}");
+    assert!(line.contains("SERVERFS_TOKEN") && line.contains("is set too; use one"), "{line}");
     assert!(!line.contains("fine-token"), "{line}");
 }
 

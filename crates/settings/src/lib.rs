@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use clap::error::{ContextKind, ErrorKind};
 use clap::{Args, Parser};
+pub use serverfs_core::config::{ConfigError, setting};
 use serverfs_core::policy::split_glob_list;
 use serverfs_tools::{Concurrency, Limits};
 use serverfs_transport::{BearerAuth, ConnectionOptions, HttpConfig, McpOptions};
@@ -102,7 +103,7 @@ impl ReadSettings {
     ///
     /// # Errors
     /// One line naming the setting.
-    pub fn limits(&self) -> Result<Limits, String> {
+    pub fn limits(&self) -> Result<Limits, ConfigError> {
         let limits = Limits {
             max_read_bytes: self.max_read_bytes,
             max_read_lines: self.max_read_lines,
@@ -116,7 +117,7 @@ impl ReadSettings {
             text_output: self
                 .text_output
                 .parse()
-                .map_err(|e| format!("SERVERFS_TEXT_OUTPUT: {e}"))?,
+                .map_err(|e: String| ConfigError::new("SERVERFS_TEXT_OUTPUT", e))?,
         };
         let named = [
             ("SERVERFS_MAX_READ_BYTES", limits.max_read_bytes),
@@ -130,18 +131,24 @@ impl ReadSettings {
             ("SERVERFS_SEARCH_MAX_FILE_BYTES", limits.search_max_file_bytes),
         ];
         if let Some((name, _)) = named.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{} must be at least 1", setting(name)));
+            return Err(ConfigError::new(name, "must be at least 1"));
         }
         if limits.default_list_limit > limits.max_list_entries {
-            return Err(format!(
-                "SERVERFS_DEFAULT_LIST_LIMIT ({}) is above SERVERFS_MAX_LIST_ENTRIES ({})",
-                limits.default_list_limit, limits.max_list_entries
+            return Err(ConfigError::new(
+                "SERVERFS_DEFAULT_LIST_LIMIT",
+                format!(
+                    "{} is above SERVERFS_MAX_LIST_ENTRIES ({})",
+                    limits.default_list_limit, limits.max_list_entries
+                ),
             ));
         }
         if limits.default_search_results > limits.max_search_results {
-            return Err(format!(
-                "SERVERFS_DEFAULT_SEARCH_RESULTS ({}) is above SERVERFS_MAX_SEARCH_RESULTS ({})",
-                limits.default_search_results, limits.max_search_results
+            return Err(ConfigError::new(
+                "SERVERFS_DEFAULT_SEARCH_RESULTS",
+                format!(
+                    "{} is above SERVERFS_MAX_SEARCH_RESULTS ({})",
+                    limits.default_search_results, limits.max_search_results
+                ),
             ));
         }
         Ok(limits)
@@ -151,7 +158,7 @@ impl ReadSettings {
     ///
     /// # Errors
     /// One line naming the setting.
-    pub fn concurrency(&self) -> Result<Concurrency, String> {
+    pub fn concurrency(&self) -> Result<Concurrency, ConfigError> {
         let concurrency = Concurrency {
             searches: self.max_concurrent_searches,
             reads: self.max_concurrent_reads,
@@ -164,11 +171,15 @@ impl ReadSettings {
             ("SERVERFS_MAX_CONCURRENT_LOOKUPS", concurrency.lookups),
         ] {
             if !(1..=MAX_CONCURRENT_CALLS).contains(&value) {
-                return Err(format!("{name} must be between 1 and {MAX_CONCURRENT_CALLS}"));
+                let reason = format!("must be between 1 and {MAX_CONCURRENT_CALLS}");
+                return Err(ConfigError::new(name, reason));
             }
         }
         if !(1..=600).contains(&self.busy_wait_seconds) {
-            return Err("SERVERFS_BUSY_WAIT_SECONDS must be between 1 and 600".to_owned());
+            return Err(ConfigError::new(
+                "SERVERFS_BUSY_WAIT_SECONDS",
+                "must be between 1 and 600",
+            ));
         }
         Ok(concurrency)
     }
@@ -236,7 +247,7 @@ impl HttpSettings {
         listen: std::net::SocketAddr,
         default_hosts: &[&str],
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<HttpConfig, String> {
+    ) -> Result<HttpConfig, ConfigError> {
         Ok(HttpConfig {
             listen,
             mcp: self.mcp_options(default_hosts)?,
@@ -249,16 +260,16 @@ impl HttpSettings {
     ///
     /// # Errors
     /// One line naming the setting.
-    pub fn mcp_options(&self, default_hosts: &[&str]) -> Result<McpOptions, String> {
+    pub fn mcp_options(&self, default_hosts: &[&str]) -> Result<McpOptions, ConfigError> {
         let mut hosts = trimmed(&self.allowed_hosts);
         if self.allowed_hosts.is_empty() {
             hosts = default_hosts.iter().map(|h| (*h).to_owned()).collect();
         }
         if hosts.is_empty() {
-            return Err("SERVERFS_ALLOWED_HOSTS must name at least one host".to_owned());
+            return Err(ConfigError::new("SERVERFS_ALLOWED_HOSTS", "must name at least one host"));
         }
         if self.max_body_bytes == 0 {
-            return Err(format!("{} must be at least 1", setting("SERVERFS_MAX_BODY_BYTES")));
+            return Err(ConfigError::new("SERVERFS_MAX_BODY_BYTES", "must be at least 1"));
         }
         Ok(McpOptions {
             allowed_hosts: hosts,
@@ -276,9 +287,9 @@ impl HttpSettings {
     ///
     /// # Errors
     /// One line naming the setting.
-    pub fn connection_options(&self) -> Result<ConnectionOptions, String> {
+    pub fn connection_options(&self) -> Result<ConnectionOptions, ConfigError> {
         if self.max_connections == 0 {
-            return Err(format!("{} must be at least 1", setting("SERVERFS_MAX_CONNECTIONS")));
+            return Err(ConfigError::new("SERVERFS_MAX_CONNECTIONS", "must be at least 1"));
         }
         check_fd_room(self.max_connections)?;
         Ok(ConnectionOptions {
@@ -304,7 +315,7 @@ impl HttpSettings {
     pub fn bearer_auth(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<BearerAuth>, String> {
+    ) -> Result<Option<BearerAuth>, ConfigError> {
         let (token, tokens) = (env(TOKEN), env(TOKENS));
         let set = [
             (TOKEN, token.is_some()),
@@ -315,7 +326,7 @@ impl HttpSettings {
         if let [(first, _), (second, _), ..] =
             set.iter().filter(|(_, set)| *set).collect::<Vec<_>>()[..]
         {
-            return Err(format!("{first} and {second} are both set; use one"));
+            return Err(ConfigError::named(*first, format!("{second} is set too; use one")));
         }
         if let Some(path) = &self.tokens_file {
             let text = read_secret_file(TOKENS_FILE, path)?;
@@ -339,30 +350,27 @@ impl HttpSettings {
                     }
                 }
                 if text.contains('\n') {
-                    return Err(format!(
-                        "{TOKEN_FILE}: the file holds more than one line; it takes one token \
-                         (for several named tokens use {TOKENS_FILE})"
+                    return Err(ConfigError::named(
+                        TOKEN_FILE,
+                        format!(
+                            "the file holds more than one line; it takes one token \
+                             (for several named tokens use {TOKENS_FILE})"
+                        ),
                     ));
                 }
                 (TOKEN_FILE, text)
             }
             (None, None) => return Ok(None),
         };
-        BearerAuth::new(&token).map(Some).map_err(|e| format!("{setting}: {e}"))
+        BearerAuth::new(&token).map(Some).map_err(|e| ConfigError::named(setting, e))
     }
 }
 
 /// The text of a file of secrets, warning when group or others may read it.
-/// A setting as start-up errors name it: `SERVERFS_MAX_BODY_BYTES
-/// (--max-body-bytes)`, the environment variable and its flag (every
-/// `SERVERFS_*` variable is the flag's name in upper case).
-pub fn setting(env: &str) -> String {
-    let flag = env.trim_start_matches("SERVERFS_").to_ascii_lowercase().replace('_', "-");
-    format!("{env} (--{flag})")
-}
-
-fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, String> {
-    let cannot = |e: std::io::Error| format!("{setting}: cannot read the file: {}", e.kind());
+fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, ConfigError> {
+    let cannot = |e: std::io::Error| {
+        ConfigError::named(setting, format!("cannot read the file: {}", e.kind()))
+    };
     let mut file = std::fs::File::open(path).map_err(cannot)?;
     // The mode of the file read, not of a name that may change.
     let mode = file.metadata().map_err(cannot)?.permissions().mode();
@@ -386,7 +394,7 @@ fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, Str
 fn named_tokens<'a>(
     setting: &str,
     entries: impl Iterator<Item = (String, &'a str)>,
-) -> Result<BearerAuth, String> {
+) -> Result<BearerAuth, ConfigError> {
     let mut parsed = Vec::new();
     for (label, entry) in entries {
         let entry = entry.trim();
@@ -394,14 +402,14 @@ fn named_tokens<'a>(
             continue;
         }
         let Some((name, token)) = entry.split_once(':') else {
-            return Err(format!("{setting} {label}: expected NAME:TOKEN"));
+            return Err(ConfigError::named(setting, format!("{label}: expected NAME:TOKEN")));
         };
         parsed.push((label, name.trim(), token.trim()));
     }
     if parsed.is_empty() {
-        return Err(format!("{setting}: no NAME:TOKEN is given"));
+        return Err(ConfigError::named(setting, "no NAME:TOKEN is given"));
     }
-    BearerAuth::named(parsed).map_err(|e| format!("{setting} {e}"))
+    BearerAuth::named(parsed).map_err(|e| ConfigError::named(setting, e))
 }
 
 /// The entries of a tokens file: its lines, labelled by number.
@@ -482,24 +490,27 @@ pub fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
 
 /// The connection cap exists so that the open-file limit is never hit; a cap
 /// the limit cannot hold would defeat it, so it is refused at start-up.
-fn check_fd_room(max_connections: usize) -> Result<(), String> {
+fn check_fd_room(max_connections: usize) -> Result<(), ConfigError> {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let needed = u64::try_from(max_connections).unwrap_or(u64::MAX).saturating_add(FD_RESERVE);
     match limit {
-        Some(limit) if needed > limit => Err(format!(
-            "SERVERFS_MAX_CONNECTIONS ({max_connections}) plus {FD_RESERVE} reserved descriptors \
-             exceeds the open-file limit ({limit}); lower it or raise `ulimit -n`"
+        Some(limit) if needed > limit => Err(ConfigError::new(
+            "SERVERFS_MAX_CONNECTIONS",
+            format!(
+                "{max_connections} plus {FD_RESERVE} reserved descriptors exceeds the \
+                 open-file limit ({limit}); lower it or raise `ulimit -n`"
+            ),
         )),
         _ => Ok(()),
     }
 }
 
 /// A timeout setting in whole seconds, 1 ≤ n ≤ a day.
-fn seconds(setting: &str, n: u64) -> Result<Duration, String> {
+fn seconds(env: &str, n: u64) -> Result<Duration, ConfigError> {
     if (1..=MAX_TIMEOUT_SECONDS).contains(&n) {
         Ok(Duration::from_secs(n))
     } else {
-        Err(format!("{setting} must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}"))
+        Err(ConfigError::new(env, format!("must be between 1 and {MAX_TIMEOUT_SECONDS}; got {n}")))
     }
 }
 
@@ -529,8 +540,8 @@ mod tests {
     fn a_zero_limit_is_named_by_its_variable() {
         let both = parse(&["--max-read-lines", "0"]);
         assert_eq!(
-            both.read.limits().unwrap_err(),
-            "SERVERFS_MAX_READ_LINES (--max-read-lines) must be at least 1"
+            both.read.limits().unwrap_err().to_string(),
+            "SERVERFS_MAX_READ_LINES (--max-read-lines): must be at least 1"
         );
         assert_eq!(
             setting("SERVERFS_MAX_FILE_BYTES"),
@@ -551,7 +562,9 @@ mod tests {
     #[test]
     fn a_default_above_its_maximum_is_refused() {
         let both = parse(&["--default-list-limit", "600"]);
-        assert!(both.read.limits().unwrap_err().starts_with("SERVERFS_DEFAULT_LIST_LIMIT (600)"));
+        let err = both.read.limits().unwrap_err();
+        assert_eq!(err.setting(), "SERVERFS_DEFAULT_LIST_LIMIT (--default-list-limit)");
+        assert!(err.reason().starts_with("600 is above SERVERFS_MAX_LIST_ENTRIES"), "{err}");
     }
 
     #[test]
@@ -569,9 +582,11 @@ mod tests {
     #[test]
     fn timeouts_are_bounded() {
         let both = parse(&["--http-header-timeout-seconds", "0"]);
-        assert!(both.http.connection_options().unwrap_err().contains("HEADER_TIMEOUT"));
+        assert!(both.http.connection_options().unwrap_err().setting().contains("HEADER_TIMEOUT"));
         let both = parse(&["--http-body-timeout-seconds", "86401"]);
-        assert!(both.http.mcp_options(&["localhost"]).unwrap_err().contains("BODY_TIMEOUT"));
+        assert!(
+            both.http.mcp_options(&["localhost"]).unwrap_err().setting().contains("BODY_TIMEOUT")
+        );
     }
 
     #[test]
@@ -581,13 +596,13 @@ mod tests {
         let token = |k: &str| (k == "SERVERFS_TOKEN").then(|| "a".repeat(32));
         assert!(both.http.bearer_auth(&token).unwrap().is_some());
         let both = parse(&["--token-file", "/nonexistent/token"]);
-        let err = both.http.bearer_auth(&token).unwrap_err();
-        assert!(err.contains("both set"), "{err}");
-        let err = both.http.bearer_auth(&|_| None).unwrap_err();
+        let err = both.http.bearer_auth(&token).unwrap_err().to_string();
+        assert!(err.contains("is set too; use one"), "{err}");
+        let err = both.http.bearer_auth(&|_| None).unwrap_err().to_string();
         assert!(err.contains("cannot read") && !err.contains("/nonexistent"), "{err}");
         let both = parse(&["--tokens-file", "/nonexistent/tokens"]);
-        let err = both.http.bearer_auth(&token).unwrap_err();
-        assert!(err.contains("SERVERFS_TOKENS_FILE") && err.contains("both set"), "{err}");
+        let err = both.http.bearer_auth(&token).unwrap_err().to_string();
+        assert!(err.contains("SERVERFS_TOKENS_FILE") && err.contains("is set too"), "{err}");
     }
 
     #[test]
@@ -596,14 +611,14 @@ mod tests {
         let auth = named_tokens(TOKENS_FILE, lines_of(good)).unwrap();
         assert!(format!("{auth:?}").contains("ci-bot"));
         for (text, expected) in [
-            ("alice:tok-1\nbob tok-2\n", "SERVERFS_TOKENS_FILE (--tokens-file) line 2: expected"),
+            ("alice:tok-1\nbob tok-2\n", "SERVERFS_TOKENS_FILE (--tokens-file): line 2: expected"),
             ("alice:tok-1\n\n#\nbob:tok 2\n", "line 4: the token may"),
             ("alice:tok-1\nalice:tok-2\n", "line 2: the name 'alice' is also on line 1"),
             ("\nalice:tok-1\nbob:tok-1\n", "line 3: the same token as line 2"),
             ("a b:tok-1\n", "line 1: the name"),
             ("# nothing\n", "no NAME:TOKEN"),
         ] {
-            let err = named_tokens(TOKENS_FILE, lines_of(text)).unwrap_err();
+            let err = named_tokens(TOKENS_FILE, lines_of(text)).unwrap_err().to_string();
             assert!(err.contains(expected), "{text:?}: {err}");
             assert!(!err.contains("tok-") && !err.contains('\n'), "{err}");
         }
@@ -617,12 +632,12 @@ mod tests {
         let auth = none.http.bearer_auth(&tokens("alice:tok-a-0123, bob:tok-b-0123")).unwrap();
         assert!(format!("{:?}", auth.unwrap()).contains("bob"));
         let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob")).unwrap_err();
-        assert_eq!(err, "SERVERFS_TOKENS entry 2: expected NAME:TOKEN");
+        assert_eq!(err.to_string(), "SERVERFS_TOKENS: entry 2: expected NAME:TOKEN");
         let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob:tok-a-0123")).unwrap_err();
-        assert_eq!(err, "SERVERFS_TOKENS entry 2: the same token as entry 1");
+        assert_eq!(err.to_string(), "SERVERFS_TOKENS: entry 2: the same token as entry 1");
         let both =
             |k: &str| matches!(k, "SERVERFS_TOKENS" | "SERVERFS_TOKEN").then(|| "a:b".to_owned());
-        let err = none.http.bearer_auth(&both).unwrap_err();
-        assert!(err.contains("both set") && !err.contains("a:b"), "{err}");
+        let err = none.http.bearer_auth(&both).unwrap_err().to_string();
+        assert!(err.contains("is set too") && !err.contains("a:b"), "{err}");
     }
 }

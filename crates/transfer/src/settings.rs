@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use serverfs_core::ConfigError;
+
 use crate::{DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_TIMEOUT_SECONDS};
 
 /// The file-transfer settings (flags with environment fallbacks).
@@ -38,14 +40,17 @@ impl LinkSettings {
     ///
     /// # Errors
     /// A line naming the setting that is wrong.
-    pub fn config(&self) -> Result<LinkConfig, String> {
+    pub fn config(&self) -> Result<LinkConfig, ConfigError> {
         let public_url = match &self.public_url {
             None => None,
             Some(url) if url.trim().is_empty() => None,
             Some(url) => Some(public_url(url.trim())?),
         };
         if !(1..=86_400).contains(&self.upload_timeout) {
-            return Err("SERVERFS_UPLOAD_TIMEOUT_SECONDS must be between 1 and 86400".to_owned());
+            return Err(ConfigError::new(
+                "SERVERFS_UPLOAD_TIMEOUT_SECONDS",
+                "must be between 1 and 86400",
+            ));
         }
         Ok(LinkConfig {
             public_url,
@@ -56,8 +61,8 @@ impl LinkSettings {
 }
 
 /// `http(s)://host[:port][/prefix]`, without query, fragment or trailing `/`.
-fn public_url(url: &str) -> Result<String, String> {
-    let bad = |why: &str| Err(format!("SERVERFS_PUBLIC_URL (--public-url): {why}"));
+fn public_url(url: &str) -> Result<String, ConfigError> {
+    let bad = |why: &str| Err(ConfigError::new("SERVERFS_PUBLIC_URL", why));
     let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
         return bad("must start with https:// or http://");
     };

@@ -130,16 +130,15 @@ pub fn flush_logs(timeout: Duration) {
 /// rmcp's own chatter is kept at WARN unless DEBUG or TRACE is asked for.
 ///
 /// # Errors
-/// An unknown level name (the message names `SERVERFS_LOG_LEVEL`).
+/// An unknown level name: what the level must be (the caller names the
+/// setting).
 pub fn init_logging(level: &str) -> Result<(), String> {
     let level = level.to_ascii_lowercase();
     let directive = match level.as_str() {
         "trace" | "debug" => level.clone(),
         "info" | "warn" | "error" => format!("{level},rmcp=warn"),
         _ => {
-            return Err(format!(
-                "SERVERFS_LOG_LEVEL must be TRACE, DEBUG, INFO, WARN or ERROR; got '{level}'"
-            ));
+            return Err(format!("must be TRACE, DEBUG, INFO, WARN or ERROR; got '{level}'"));
         }
     };
     tracing_subscriber::fmt()

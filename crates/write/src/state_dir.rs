@@ -17,6 +17,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use serverfs_core::ConfigError;
+
 /// `$XDG_STATE_HOME/<app>`, else `$HOME/.local/state/<app>` (relative
 /// values are ignored, as the XDG spec says); `env` looks up environment
 /// variables.
@@ -45,22 +47,22 @@ impl Reach {
 /// missing — after checking that it is below none of `reach`. `setting`
 /// names where `dir` came from in the error (`SERVERFS_STATE_DIR
 /// (--state-dir)`). A path of `reach` that does not exist is skipped.
-pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(), String> {
+pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(), ConfigError> {
     use std::os::unix::fs::DirBuilderExt;
     let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-    let existing = existing
-        .canonicalize()
-        .map_err(|e| format!("{setting}: cannot resolve it: {}", plain_reason(&e)))?;
-    if let Some(named) = below(&existing, reach)? {
-        return Err(format!(
-            "{setting} is below {named}, which commands can reach; choose a directory outside it"
+    let existing = existing.canonicalize().map_err(|e| {
+        ConfigError::named(setting, format!("cannot resolve it: {}", plain_reason(&e)))
+    })?;
+    if let Some(named) = below(&existing, reach).map_err(|e| ConfigError::named(setting, e))? {
+        return Err(ConfigError::named(
+            setting,
+            format!("it is below {named}, which commands can reach; choose a directory outside it"),
         ));
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("{setting}: cannot create the state directory: {}", plain_reason(&e)))
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
+        let reason = format!("cannot create the state directory: {}", plain_reason(&e));
+        ConfigError::named(setting, reason)
+    })
 }
 
 /// Why a path could not be used, in plain words (never the OS's text).
@@ -105,8 +107,10 @@ mod tests {
         std::os::unix::fs::symlink(&reached, tmp.path().join("link")).unwrap();
         let reach = [Reach::new(&reached, "a --command-writable path")];
         for dir in ["writable/state/x", "link/state", "writable"] {
-            let err = prepare_state_dir("S (--s)", &tmp.path().join(dir), &reach).unwrap_err();
-            assert!(err.starts_with("S (--s) is below a --command-writable path"), "{err}");
+            let err = prepare_state_dir("S (--s)", &tmp.path().join(dir), &reach)
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("S (--s): it is below a --command-writable path"), "{err}");
             assert!(!err.contains(&*tmp.path().to_string_lossy()), "{err}");
         }
         assert!(!reached.join("state").exists());

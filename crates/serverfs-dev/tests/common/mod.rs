@@ -186,23 +186,46 @@ pub struct RawStdio {
     pub child: Child,
     stdin: std::process::ChildStdin,
     lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The last lines of the server's log, when [`RawStdio::start`] keeps
+    /// it: what the server said, should it end without an answer.
+    log: Option<std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>>,
 }
 
 impl RawStdio {
     pub fn start(project: &Project) -> Self {
         let mut cmd = project.command();
-        cmd.stderr(Stdio::null());
-        Self::spawn(cmd)
+        cmd.stderr(Stdio::piped());
+        Self::spawn_keeping_log(cmd, true)
     }
 
     /// `cmd` (a [`Project::command`], its stderr as the caller set it)
     /// over stdio, initialized.
-    pub fn spawn(mut cmd: Command) -> Self {
+    pub fn spawn(cmd: Command) -> Self {
+        Self::spawn_keeping_log(cmd, false)
+    }
+
+    fn spawn_keeping_log(mut cmd: Command, keep_log: bool) -> Self {
         let mut child =
             cmd.arg("--stdio").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut raw = Self { child, stdin, lines };
+        let log = keep_log.then(|| {
+            let kept =
+                std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+            let stderr = BufReader::new(child.stderr.take().unwrap());
+            let writer = std::sync::Arc::clone(&kept);
+            std::thread::spawn(move || {
+                for line in stderr.lines().map_while(Result::ok) {
+                    let mut kept = writer.lock().unwrap();
+                    if kept.len() == 40 {
+                        kept.pop_front();
+                    }
+                    kept.push_back(line);
+                }
+            });
+            kept
+        });
+        let mut raw = Self { child, stdin, lines, log };
         raw.send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
         raw.next();
@@ -217,8 +240,14 @@ impl RawStdio {
 
     /// The next message from the server.
     pub fn next(&mut self) -> Value {
-        let line = self.lines.next().expect("the server answered").unwrap();
-        serde_json::from_str(&line).unwrap()
+        let Some(line) = self.lines.next() else {
+            let status = self.child.wait().ok();
+            // Let the log reader see the end of the server's stderr.
+            std::thread::sleep(Duration::from_millis(200));
+            let log = self.log.as_ref().map(|l| Vec::from(l.lock().unwrap().clone()));
+            panic!("the server ended without an answer ({status:?}); its log: {log:#?}");
+        };
+        serde_json::from_str(&line.unwrap()).unwrap()
     }
 
     /// Sends a request and returns the answer with its id (other

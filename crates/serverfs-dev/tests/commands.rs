@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{
-    HttpServer, Project, RawStdio, assert_none_survive, call, error_code, ok, tag,
+    ALICE, BOB, HttpServer, Project, RawStdio, assert_none_survive, call, error_code, ok, tag,
     wait_until_running,
 };
 use serde_json::{Value, json};
@@ -488,15 +488,8 @@ fn cancel_of(id: u64) -> Value {
 /// as an ERROR.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http_cancel_notification_stops_only_its_own_callers_command() {
-    use std::os::unix::fs::PermissionsExt;
-    const ALICE: &str = "tok-alice-0123456789abcdef";
-    const BOB: &str = "tok-bob-0123456789abcdef";
     let p = Project::new();
-    let file = p.dir.path().join("tokens");
-    std::fs::write(&file, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut cmd = p.command();
-    cmd.env("SERVERFS_TOKENS_FILE", &file);
+    let cmd = p.command_for_alice_and_bob();
     let serverfs_test_support::Listening { child: _child, addr, log } =
         serverfs_test_support::listen(cmd, Duration::from_secs(30));
     let (lines, cancel_lines) = std::sync::mpsc::channel::<Value>();

@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{HttpServer, Project, assert_none_survive, ok, tag, wait_until_running};
+use common::{ALICE, BOB, HttpServer, Project, assert_none_survive, ok, tag, wait_until_running};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     DetailedTask, GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus,
@@ -156,15 +155,8 @@ async fn cancel_kills_the_tree_and_shutdown_ends_the_rest() {
 /// error of an id never issued) and cannot be cancelled by them.
 #[tokio::test(flavor = "multi_thread")]
 async fn another_principal_cannot_see_or_cancel_a_task() {
-    const ALICE: &str = "tok-alice-0123456789abcdef";
-    const BOB: &str = "tok-bob-0123456789abcdef";
     let p = Project::new();
-    let file = p.dir.path().join("tokens");
-    std::fs::write(&file, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut cmd = p.command();
-    cmd.env("SERVERFS_TOKENS_FILE", &file);
-    let server = HttpServer::start_with(cmd);
+    let server = HttpServer::start_with(p.command_for_alice_and_bob());
     let alice = http_tasks_client(&server.url, ALICE).await;
     let bob = http_tasks_client(&server.url, BOB).await;
 

@@ -20,6 +20,10 @@ use serverfs_test_support::{Listening, code_of, error_text, listen};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_serverfs-dev");
 
+/// The named tokens of [`Project::command_for_alice_and_bob`].
+pub const ALICE: &str = "tok-alice-0123456789abcdef";
+pub const BOB: &str = "tok-bob-0123456789abcdef";
+
 /// An initialized MCP client of the server started by `cmd` (its
 /// arguments, `--stdio` included, and stderr set by the caller).
 pub async fn serve(cmd: tokio::process::Command) -> Client {
@@ -129,6 +133,18 @@ impl Project {
     }
 
     /// A client of a fresh server over stdio.
+    /// [`Project::command`] with two named tokens, alice's ([`ALICE`])
+    /// and bob's ([`BOB`]), in a tokens file.
+    pub fn command_for_alice_and_bob(&self) -> Command {
+        use std::os::unix::fs::PermissionsExt;
+        let file = self.dir.path().join("tokens");
+        std::fs::write(&file, format!("alice:{ALICE}\nbob:{BOB}\n")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut cmd = self.command();
+        cmd.env("SERVERFS_TOKENS_FILE", &file);
+        cmd
+    }
+
     pub async fn stdio_client(&self) -> Client {
         let mut cmd = tokio::process::Command::from(self.command());
         cmd.arg("--stdio").stderr(Stdio::null());

@@ -579,21 +579,30 @@ except Exception as e:
 /// command's call to the server's own `/mcp` from the user's client: a
 /// connection from one of the server's commands is closed before anything
 /// is read. The control, the same call from a process that is not the
-/// server's, is answered.
+/// server's, is answered. The same when the server is not root (run as
+/// `nobody` when the tests run as root): it reads its commands' open files
+/// as their owner, and they cannot make themselves unreadable.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commands_call_to_its_own_anonymous_server_is_refused() {
-    let p = Project::new();
-    p.write("call.py", CALL_OWN_SERVER);
-    let server = HttpServer::start(&p);
-    let control = std::process::Command::new("python3")
-        .arg(p.path("call.py"))
-        .arg(&server.url)
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&control.stdout).trim(), "200", "control");
-    let client = server.client().await;
-    let command = format!("python3 call.py {}", server.url);
-    let v = ok(&client, "bash", json!({"command": command})).await;
-    assert!(v["stdout"].as_str().unwrap().starts_with("refused"), "{v}");
-    client.cancel().await.unwrap();
+    let root = std::process::Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let runs: &[bool] = if root { &[false, true] } else { &[false] };
+    for &as_nobody in runs {
+        // Each its own project: the state dirs one server made are its user's.
+        let p = Project::new();
+        p.write("call.py", CALL_OWN_SERVER);
+        let command = if as_nobody { p.as_nobody(&p.command()) } else { p.command() };
+        let as_whom = if as_nobody { "as nobody" } else { "as this user" };
+        let server = HttpServer::start_with(command);
+        let control = std::process::Command::new("python3")
+            .arg(p.path("call.py"))
+            .arg(&server.url)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&control.stdout).trim(), "200", "control {as_whom}");
+        let client = server.client().await;
+        let command = format!("python3 call.py {}", server.url);
+        let v = ok(&client, "bash", json!({"command": command})).await;
+        assert!(v["stdout"].as_str().unwrap().starts_with("refused"), "{as_whom}: {v}");
+        client.cancel().await.unwrap();
+    }
 }

@@ -71,9 +71,14 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
         .expect("the server starts");
     let mut log = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
     let deadline = Instant::now() + startup;
+    let mut said = Vec::new();
     let addr = loop {
-        assert!(Instant::now() < deadline, "server did not start");
-        let line = log.next().expect("server exited before listening").expect("a log line");
+        assert!(Instant::now() < deadline, "server did not start: {said:#?}");
+        let Some(line) = log.next() else {
+            panic!("server exited before listening: {said:#?}");
+        };
+        let line = line.expect("a log line");
+        said.push(line.clone());
         let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         if v["event"] == "listening" {
             break v["address"].as_str().expect("an address").to_owned();

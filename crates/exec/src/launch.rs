@@ -102,13 +102,24 @@ impl Supervisor {
             Err(rustix::io::Errno::INVAL) => memfd_create("serverfs-supervisor", flags)?,
             made => made?,
         };
+        // Plain writes, not `io::copy` (which splices file to file): the
+        // kernel refuses the write seal with EBUSY while any page of the
+        // copy is still referenced, and a splice's references can outlast
+        // the call on a busy machine. A reference the kernel's own wait (a
+        // few tens of milliseconds) does not see dropped is waited for a
+        // little longer.
         let mut copy = std::fs::File::from(image);
-        std::io::copy(&mut std::fs::File::open(program)?, &mut copy)?;
+        std::io::Write::write_all(&mut copy, &std::fs::read(program)?)?;
         let image = OwnedFd::from(copy);
-        fcntl_add_seals(
-            &image,
-            SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
-        )?;
+        let seals = SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL;
+        let mut tries = 0;
+        while let Err(e) = fcntl_add_seals(&image, seals) {
+            tries += 1;
+            if e != rustix::io::Errno::BUSY || tries == 20 {
+                return Err(e.into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let mut supervisor = Self::new(format!("/proc/self/fd/{}", image.as_raw_fd()), prefix);
         supervisor.image = Some(Arc::new(image));
         Ok(supervisor)

@@ -54,6 +54,8 @@
 //! The filter is compiled once per supervisor, before its command comes.
 
 use rustix::thread::CapabilitySet;
+
+use crate::sandbox::SandboxConfig;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -134,8 +136,10 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
 }
 
 impl Filter {
-    /// The filter of the module docs; `network`: `--command-network on`.
-    pub(crate) fn new(network: bool) -> Result<Self, String> {
+    /// The filter of the module docs for commands under `sandbox` (its
+    /// `--command-network`; with the sandbox off the network is on).
+    pub(crate) fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, String> {
+        let network = sandbox.is_none_or(|s| s.network);
         use SeccompCmpOp::{Eq, MaskedEq, Ne};
         let always = [
             libc::SYS_mount,
@@ -243,8 +247,8 @@ impl Filter {
 ///
 /// # Errors
 /// Why the filter cannot be compiled or installed.
-pub fn probe(network: bool) -> Result<(), String> {
-    let filter = Filter::new(network)?;
+pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), String> {
+    let filter = Filter::new(sandbox)?;
     std::thread::spawn(move || seccompiler::apply_filter(&filter.0).map_err(|e| e.to_string()))
         .join()
         .map_err(|_| "the probe thread panicked".to_owned())?

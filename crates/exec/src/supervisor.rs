@@ -247,8 +247,7 @@ impl Setup {
         rustix::process::setsid().map_err(|_| Failure::Session)?;
         let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| Failure::Signals)?;
         let child_ended = watch(&[SIGCHLD]).map_err(|_| Failure::Signals)?;
-        let network = sandbox.is_none_or(|s| s.network);
-        let filter = Filter::new(network).map_err(|_| Failure::Confine)?;
+        let filter = Filter::new(sandbox).map_err(|_| Failure::Confine)?;
         let sandbox =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
         Ok(Self { stop, child_ended, bash: find_bash(), filter, keep, sandbox })

@@ -132,12 +132,13 @@ async fn network_off_leaves_only_unix_sockets() {
 /// supervisor started from the file, runs the replacement.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replaced_supervisor_file_changes_nothing() {
-    use std::os::unix::fs::PermissionsExt;
     for sealed in [false, true] {
         let dir = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
         let program = dir.path().join("supervisor");
-        std::fs::copy(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"), &program).unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        serverfs_test_support::copy_program(
+            env!("CARGO_BIN_EXE_serverfs-exec-supervisor"),
+            &program,
+        );
         let marker = dir.path().join("escaped");
         let supervisor = if sealed {
             serverfs_exec::Supervisor::sealed(&program, Vec::<String>::new()).unwrap()
@@ -174,8 +175,10 @@ async fn a_replaced_supervisor_file_changes_nothing() {
 #[test]
 fn the_start_up_probe_fails_where_seccomp_is_refused() {
     use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
-    serverfs_exec::probe_confine(true).expect("seccomp works here");
-    serverfs_exec::probe_confine(false).expect("seccomp works here");
+    serverfs_exec::probe_confine(None).expect("seccomp works here");
+    let mut network_off = SandboxConfig::new("/");
+    network_off.network = false;
+    serverfs_exec::probe_confine(Some(&network_off)).expect("seccomp works here");
     let refused = std::thread::spawn(|| {
         let filter = SeccompFilter::new(
             [(libc::SYS_seccomp, vec![])].into_iter().collect(),
@@ -186,7 +189,7 @@ fn the_start_up_probe_fails_where_seccomp_is_refused() {
         .unwrap();
         let program = BpfProgram::try_from(filter).unwrap();
         seccompiler::apply_filter(&program).unwrap();
-        serverfs_exec::probe_confine(true)
+        serverfs_exec::probe_confine(None)
     })
     .join()
     .unwrap();

@@ -120,8 +120,7 @@ pub fn run() -> ExitCode {
         ),
     }
     // The seccomp filter every command runs under, sandbox on or off.
-    let network = config.commands.sandbox.as_ref().is_none_or(|s| s.network);
-    if let Err(e) = serverfs_exec::probe_confine(network) {
+    if let Err(e) = serverfs_exec::probe_confine(config.commands.sandbox.as_ref()) {
         eprintln!("serverfs-dev: cannot confine commands (seccomp): {e}");
         return ExitCode::FAILURE;
     }

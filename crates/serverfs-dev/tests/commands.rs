@@ -449,7 +449,7 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
 
     let alone = tempfile::tempdir().unwrap();
     let bin = alone.path().join("serverfs-dev");
-    std::fs::copy(common::BIN, &bin).unwrap();
+    serverfs_test_support::copy_program(common::BIN, &bin);
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.arg("--root").arg(p.root()).arg("--state-dir").arg(p.state()).arg("--stdio");
     cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", p.xdg()).stderr(Stdio::null());

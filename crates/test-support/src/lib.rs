@@ -154,6 +154,18 @@ pub fn pids_with(needle: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Copies the program `from` to `to` (mode kept) with `cp` in a child
+/// process, so that this test process never holds `to` open for writing:
+/// a child another test thread forks meanwhile would inherit that
+/// descriptor, and starting `to` would then fail with "Text file busy".
+///
+/// # Panics
+/// When the copy fails.
+pub fn copy_program(from: &str, to: &std::path::Path) {
+    let status = Command::new("cp").arg("-p").arg(from).arg(to).status().expect("cp runs");
+    assert!(status.success(), "cp {from} {}", to.display());
+}
+
 /// A fresh directory outside `/tmp` (where sandboxed commands may write):
 /// the first of `preferred` (a test's `CARGO_TARGET_TMPDIR`), `/var/tmp`
 /// and `$HOME` that is not below `/tmp` — a checkout may itself live there.

@@ -261,6 +261,18 @@ pub struct BashArgs {
     pub yield_after_seconds: Option<u64>,
 }
 
+impl BashArgs {
+    /// For a call run as an MCP task: it yields only when the caller asked
+    /// (`yield_after_seconds`); otherwise it runs to its end or timeout,
+    /// since the task is how the client waits for it. (A yield at the
+    /// timeout is none: yielding happens only below it.)
+    pub fn run_to_end_unless_yield_asked(&mut self) {
+        if self.yield_after_seconds.is_none() {
+            self.yield_after_seconds = Some(self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECS));
+        }
+    }
+}
+
 fn dot() -> String {
     ".".to_owned()
 }
@@ -375,5 +387,34 @@ impl ToText for ShellList {
         for s in &self.sessions {
             s.to_text(workdir, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(timeout: Option<u64>, yield_after: Option<u64>) -> BashArgs {
+        BashArgs {
+            command: "true".to_owned(),
+            workdir: dot(),
+            timeout_seconds: timeout,
+            yield_after_seconds: yield_after,
+        }
+    }
+
+    /// A task's command yields only when asked: by default it waits for
+    /// its timeout (yield at the timeout is no yield).
+    #[test]
+    fn a_task_runs_to_its_end_unless_a_yield_is_asked() {
+        let mut long = args(Some(600), None);
+        long.run_to_end_unless_yield_asked();
+        assert_eq!(long.yield_after_seconds, Some(600));
+        let mut default = args(None, None);
+        default.run_to_end_unless_yield_asked();
+        assert_eq!(default.yield_after_seconds, Some(DEFAULT_TIMEOUT_SECS));
+        let mut asked = args(Some(600), Some(5));
+        asked.run_to_end_unless_yield_asked();
+        assert_eq!(asked.yield_after_seconds, Some(5));
     }
 }

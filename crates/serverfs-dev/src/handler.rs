@@ -320,7 +320,11 @@ impl DevServer {
         title = "Run bash",
     )]
     async fn bash(&self, args: Args<BashArgs>, context: RequestContext<RoleServer>) -> ToolResult {
-        let args = args.accept("bash")?;
+        let mut args = args.accept("bash")?;
+        if context.extensions.get::<StatusLine>().is_some() {
+            // A task: the client waits for it through tasks/get.
+            args.run_to_end_unless_yield_asked();
+        }
         let call = CallLog { tool: "bash", workdir: None, path: Some(args.workdir.clone()) };
         let progress = progress_reporter(&context);
         let ct = &context.ct;

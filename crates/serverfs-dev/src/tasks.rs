@@ -2,10 +2,12 @@
 //! long commands, on rmcp's task manager.
 //!
 //! Where a request declares the extension, `bash` answers at once with a
-//! task; the command runs on, exactly as the call would have run it (its
-//! timeout, its yield, its audit line), and `tasks/get` shows its output so
-//! far as the status message, then the call's own result. Clients that do
-//! not declare the extension see no change.
+//! task; the command runs on as the call would have run it (its timeout,
+//! its audit line) but to its end: it yields a session only when the call
+//! asked (`yield_after_seconds`), since the task is how the client waits.
+//! `tasks/get` shows its output so far as the status message, then the
+//! call's own result. Clients that do not declare the extension see no
+//! change.
 //!
 //! Guarantees:
 //! - a task belongs to the principal that created it: to anyone else its id
@@ -72,15 +74,17 @@ impl Tasks {
         Fut: Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
     {
         let mut owners = self.owners();
-        // One pass: forget the tasks rmcp has let go (expired), count the
-        // principal's.
+        // The principal's tasks only: each look-up makes rmcp sweep every
+        // task, and another principal's are counted (and their expired
+        // ones forgotten) when that principal starts one.
         let (mut running, mut kept) = (0, 0);
         owners.retain(|id, owner| {
-            let Ok(task) = self.manager.get_task(id) else { return false };
-            if owner == principal {
-                kept += 1;
-                running += usize::from(!task.status().is_terminal());
+            if owner != principal {
+                return true;
             }
+            let Ok(task) = self.manager.get_task(id) else { return false };
+            kept += 1;
+            running += usize::from(!task.status().is_terminal());
             true
         });
         if running >= MAX_RUNNING || kept >= MAX_KEPT {

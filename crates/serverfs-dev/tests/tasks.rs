@@ -142,6 +142,19 @@ async fn cancel_kills_the_tree_and_shutdown_ends_the_rest() {
     tokio::task::spawn_blocking(move || assert_none_survive(&killed)).await.unwrap();
     assert_eq!(ended(&client, &id).await.status(), TaskStatus::Cancelled);
 
+    // Cancelled at once, racing the command's start: by the time the task
+    // says cancelled, nothing of it is left (the call returns only then).
+    for _ in 0..5 {
+        let raced = tag();
+        let command = format!("sleep {raced} & sleep {raced}");
+        let args = json!({"command": command, "timeout_seconds": 600});
+        let id = start_task(&client, "bash", args).await;
+        client.peer().cancel_task(CancelTaskParams::new(id.clone())).await.unwrap();
+        assert_eq!(ended(&client, &id).await.status(), TaskStatus::Cancelled);
+        let left = serverfs_test_support::pids_with(&raced);
+        assert!(left.is_empty(), "a cancelled task left {left:?}");
+    }
+
     let left = tag();
     let command = format!("sleep {left} & sleep {left}");
     start_task(&client, "bash", json!({"command": command, "timeout_seconds": 600})).await;

@@ -12,9 +12,11 @@
 //!   layers do not depend on each other.
 //! - **No new privileges** (`PR_SET_NO_NEW_PRIVS`): a set-user-ID or
 //!   file-capability program gains nothing.
-//! - **IPC of its own as root**: each command gets an IPC namespace (SysV
-//!   objects and POSIX message queues; removed when it ends). POSIX shared
-//!   memory lives in `/dev/shm`, a file system, and is not separated.
+//! - **IPC of its own**: each command gets an IPC namespace (SysV objects
+//!   and POSIX message queues; removed when it ends) where the kernel lets
+//!   the supervisor make one: as root, or in the user namespace of the
+//!   sandbox's view (see the mounts module, which also gives each command
+//!   its own `/dev/shm`, where POSIX shared memory lives).
 //! - **No capabilities as root**: the bounding and ambient sets are emptied
 //!   and the thread that starts bash drops every capability, so a command of
 //!   a root server is root without privileges: no device nodes, raw
@@ -23,7 +25,8 @@
 //! - **The seccomp filter** (each refused call fails with `EPERM`):
 //!   - `ioctl` `TIOCSTI`, `TIOCLINUX`: typing into a terminal.
 //!   - `mount`, `umount2`, `pivot_root`, the new mount API (`fsopen`,
-//!     `fsconfig`, `fsmount`, `move_mount`, `fspick`, `open_tree`),
+//!     `fsconfig`, `fsmount`, `move_mount`, `fspick`, `open_tree`,
+//!     `mount_setattr`),
 //!     `setns`: changing what the file system is, or entering another
 //!     process's namespaces.
 //!   - `init_module`, `finit_module`, `delete_module`, `kexec_load`,
@@ -151,6 +154,7 @@ impl Filter {
             libc::SYS_move_mount,
             libc::SYS_fspick,
             libc::SYS_open_tree,
+            libc::SYS_mount_setattr,
             libc::SYS_setns,
             libc::SYS_init_module,
             libc::SYS_finit_module,
@@ -255,18 +259,14 @@ pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), String> {
 }
 
 /// Gives what this thread starts an IPC namespace of its own when it may
-/// (a root server): SysV shared memory, semaphores and message queues and
+/// (a root server, or a supervisor in a user namespace of its own: see the
+/// mounts module): SysV shared memory, semaphores and message queues and
 /// POSIX message queues another command made are invisible, and the
-/// kernel removes a command's own when its last process ends. Without
-/// `CAP_SYS_ADMIN` the kernel refuses, and commands share the user's
-/// (as every other process of that user does).
-// rustix deprecates its safe `unshare` for `UnshareFlags::FILES` (a
-// descriptor table other threads' descriptors are missing from); this crate
-// forbids unsafe code, and a new IPC namespace has no such effect.
-#[allow(deprecated)]
+/// kernel removes a command's own when its last process ends. Where the
+/// kernel refuses, commands share the user's (as every other process of
+/// that user does).
 fn own_ipc() -> rustix::io::Result<()> {
-    use rustix::thread::{UnshareFlags, unshare};
-    match unshare(UnshareFlags::NEWIPC) {
+    match crate::mounts::unshare(rustix::thread::UnshareFlags::NEWIPC) {
         Ok(()) | Err(rustix::io::Errno::PERM) => Ok(()),
         Err(e) => Err(e),
     }

@@ -21,6 +21,7 @@ use tokio::process::Child;
 
 use crate::children;
 use crate::confine::Keep;
+use crate::mounts::TMPDIR_PARENT_PREFIX;
 use crate::protocol::{Order, PROTOCOL};
 use crate::sandbox::SandboxConfig;
 
@@ -102,14 +103,24 @@ impl Supervisor {
             Err(rustix::io::Errno::INVAL) => memfd_create("serverfs-supervisor", flags)?,
             made => made?,
         };
-        // Plain writes, not `io::copy` (which splices file to file): the
-        // kernel refuses the write seal with EBUSY while any page of the
-        // copy is still referenced, and a splice's references can outlast
-        // the call on a busy machine. A reference the kernel's own wait (a
-        // few tens of milliseconds) does not see dropped is waited for a
-        // little longer.
+        // Plain writes through a buffer, not `io::copy` (which splices file
+        // to file): the kernel refuses the write seal with EBUSY while any
+        // page of the copy is still referenced, and a splice's references
+        // can outlast the call on a busy machine. A reference the kernel's
+        // own wait (a few tens of milliseconds) does not see dropped is
+        // waited for a little longer. (Not the whole file at once: a debug
+        // build of the program is tens of megabytes.)
         let mut copy = std::fs::File::from(image);
-        std::io::Write::write_all(&mut copy, &std::fs::read(program)?)?;
+        let mut source = std::fs::File::open(program)?;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            match std::io::Read::read(&mut source, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => std::io::Write::write_all(&mut copy, &buf[..n])?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         let image = OwnedFd::from(copy);
         let seals = SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL;
         let mut tries = 0;
@@ -123,6 +134,32 @@ impl Supervisor {
         let mut supervisor = Self::new(format!("/proc/self/fd/{}", image.as_raw_fd()), prefix);
         supervisor.image = Some(Arc::new(image));
         Ok(supervisor)
+    }
+
+    /// Checks at start-up, in a supervisor, whether commands under
+    /// `sandbox` get a view of the file system of their own (see the
+    /// mounts module): `Ok(false)` where the kernel refuses the namespaces
+    /// (commands then share the server's).
+    ///
+    /// # Errors
+    /// The supervisor cannot be started, or building the view failed (every
+    /// command would fail the same way).
+    pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<bool, String> {
+        let out = std::process::Command::new(&self.program)
+            .args(&self.prefix)
+            .arg(PROTOCOL)
+            .args(sandbox.to_args(None))
+            .arg("probe-view")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("cannot start the supervisor: {e}"))?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(3) => Ok(false),
+            _ => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        }
     }
 
     /// A command line for the supervisor with the sandbox options and
@@ -260,21 +297,21 @@ pub(crate) struct Spawned {
     pub(crate) tmp: PrivateTmp,
 }
 
-/// A command's own `TMPDIR` (mode 0700, in the server's temporary
-/// directory, named `serverfs-cmd-<server pid>-<random>`), removed with
-/// everything in it when dropped — after the command's tree is gone. A
-/// server killed before that leaves it behind; the next start removes it
-/// ([`sweep_stale_tmpdirs`]).
+/// A command's own `TMPDIR` (mode 0700, named at random in the server's
+/// own directory of them, `serverfs-cmd-<server pid>` in the server's
+/// temporary directory, mode 0700 too), removed with everything in it when
+/// dropped — after the command's tree is gone. A server killed before that
+/// leaves them behind; the next start removes them
+/// ([`sweep_stale_tmpdirs`]). In a command's own view of the file system
+/// the others in that directory are invisible (see the mounts module).
 pub(crate) struct PrivateTmp(PathBuf);
 
-/// The start of every private `TMPDIR`'s name.
-const TMPDIR_PREFIX: &str = "serverfs-cmd-";
-
 /// Removes the private `TMPDIR`s that servers no longer running left in the
-/// temporary directory (a server killed with commands running): those
-/// named after a pid that is gone, that are directories (not symlinks) and
-/// belong to this user. Another server's, still running, are left alone.
-/// Returns how many were removed.
+/// temporary directory (a server killed with commands running): the
+/// directories (not symlinks) of this user named after a pid that is gone
+/// (`serverfs-cmd-<pid>`, and `serverfs-cmd-<pid>-<random>` as earlier
+/// versions named each `TMPDIR`). Another server's, still running, are
+/// left alone. Returns how many were removed.
 pub fn sweep_stale_tmpdirs() -> usize {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
@@ -284,9 +321,9 @@ pub fn sweep_stale_tmpdirs() -> usize {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix(TMPDIR_PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .and_then(|n| n.strip_prefix(TMPDIR_PARENT_PREFIX))
+            .map(|rest| rest.split_once('-').map_or(rest, |(pid, _)| pid))
+            .and_then(|pid| pid.parse::<u32>().ok())
         else {
             continue;
         };
@@ -300,14 +337,42 @@ pub fn sweep_stale_tmpdirs() -> usize {
     removed
 }
 
+/// This server's directory of private `TMPDIR`s, made at the first
+/// command. One found there already (a dead server's of the same pid, not
+/// yet swept) is used if it is a directory of this user that only this user
+/// may enter; anything else (another user's, a symlink) is refused.
+fn tmpdir_parent() -> Result<&'static Path, FsError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    static PARENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(parent) = PARENT.get() {
+        return Ok(parent);
+    }
+    let path = std::env::temp_dir().join(format!("{TMPDIR_PARENT_PREFIX}{}", std::process::id()));
+    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let me = rustix::process::geteuid().as_raw();
+            let meta = std::fs::symlink_metadata(&path)
+                .map_err(|e| internal("Could not create TMPDIR", e))?;
+            if !meta.is_dir() || meta.uid() != me || meta.permissions().mode() & 0o077 != 0 {
+                return Err(internal(
+                    "Could not create TMPDIR",
+                    format!("{} is not this user's private directory", path.display()),
+                ));
+            }
+        }
+        Err(e) => return Err(internal("Could not create TMPDIR", e)),
+    }
+    Ok(PARENT.get_or_init(|| path))
+}
+
 impl PrivateTmp {
     fn create() -> Result<Self, FsError> {
         use std::os::unix::fs::DirBuilderExt;
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes).map_err(|e| internal("Could not create TMPDIR", e))?;
         let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let server = std::process::id();
-        let path = std::env::temp_dir().join(format!("{TMPDIR_PREFIX}{server}-{name}"));
+        let path = tmpdir_parent()?.join(name);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
@@ -420,7 +485,7 @@ pub(crate) fn prepare_next(
 
 /// A supervisor started ahead of its command, in `ready` mode: it waits
 /// for an order on its control channel (see the supervisor module's
-/// `Order`), in `/`, with no `TMPDIR`. Dropped unused, its channel closes
+/// `Order`), in `/`, with its command's `TMPDIR` (made ahead). Dropped unused, its channel closes
 /// and it exits.
 pub(crate) struct Ready {
     /// The supervisor, our end of its channel and the command's private
@@ -464,7 +529,8 @@ impl Ready {
             &[OsStr::new("ready")],
             Path::new("/"),
             env,
-            None,
+            // Known now, so the supervisor hides the others ahead too.
+            Some(&tmp.0),
             Stdio::piped(),
             Stdio::piped(),
         )?;

@@ -112,6 +112,7 @@ mod confine;
 mod driver;
 mod launch;
 mod limit;
+mod mounts;
 mod output;
 mod peer;
 mod policy;

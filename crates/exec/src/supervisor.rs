@@ -47,6 +47,7 @@ use rustix::process::{
 
 use crate::children;
 use crate::confine::{Filter, Keep};
+use crate::mounts::View;
 use crate::protocol::{ENV_KEYS, Ended, Failure, Order, PROTOCOL};
 use crate::sandbox::{Prepared, SandboxConfig};
 
@@ -135,6 +136,9 @@ where
     let Ok(sandbox) = SandboxConfig::from_args(&mut args) else {
         return ExitCode::from(2);
     };
+    if args.next_if(|a| a == "probe-view").is_some() {
+        return probe_view(sandbox.as_ref());
+    }
     let mode = match (args.next(), args.next(), args.next()) {
         (Some(m), Some(command), None) if m == "run" => Mode::Run(command),
         (Some(m), None, None) if m == "session" => Mode::Session,
@@ -175,6 +179,22 @@ where
     match setup.supervise(mode, tmpdir, control) {
         Ok(()) => ExitCode::SUCCESS,
         Err(()) => ExitCode::FAILURE,
+    }
+}
+
+/// `probe-view` (the server's start-up check, see
+/// [`crate::launch::Supervisor::probe_view`]): enters the sandbox's view
+/// of the file system and exits 0, or 3 where the kernel refuses the
+/// namespaces, or 1 with why on stderr when building it failed.
+fn probe_view(sandbox: Option<&SandboxConfig>) -> ExitCode {
+    let Some(sandbox) = sandbox else { return ExitCode::from(2) };
+    match View::enter(sandbox) {
+        Ok(Some(_)) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::from(3),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "{e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -233,12 +253,19 @@ struct Setup {
     keep: Keep,
     /// The sandbox's ruleset, created, not yet enforced.
     sandbox: Option<Prepared>,
+    /// The sandbox's own view of the file system, entered (see the mounts
+    /// module); `None` without the sandbox or where the kernel refuses it.
+    view: Option<View>,
+    /// The `TMPDIR` whose siblings the view hides (ours from the server,
+    /// done ahead).
+    hidden: Option<PathBuf>,
 }
 
 impl Setup {
     /// Marks us a child subreaper, catches SIGTERM/SIGINT/SIGHUP (so that
     /// one coming while bash starts does not end us and orphan bash to
-    /// init) and SIGCHLD, finds bash and creates the sandbox's ruleset.
+    /// init) and SIGCHLD, finds bash, creates the sandbox's ruleset and
+    /// enters its view of the file system (while we have one thread).
     fn new(sandbox: Option<&SandboxConfig>, keep: Keep) -> Result<Self, Failure> {
         use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
         set_child_subreaper(Some(getpid())).map_err(|_| Failure::Subreaper)?;
@@ -248,9 +275,21 @@ impl Setup {
         let stop = watch(&[SIGTERM, SIGINT, SIGHUP]).map_err(|_| Failure::Signals)?;
         let child_ended = watch(&[SIGCHLD]).map_err(|_| Failure::Signals)?;
         let filter = Filter::new(sandbox).map_err(|_| Failure::Confine)?;
+        let view = match sandbox {
+            Some(config) => View::enter(config).map_err(|_| Failure::Sandbox)?,
+            None => None,
+        };
+        let hidden = match (&view, std::env::var_os("TMPDIR")) {
+            (Some(view), Some(tmpdir)) => {
+                let tmpdir = PathBuf::from(tmpdir);
+                view.hide_other_tmpdirs(&tmpdir).map_err(|_| Failure::Sandbox)?;
+                Some(tmpdir)
+            }
+            _ => None,
+        };
         let sandbox =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
-        Ok(Self { stop, child_ended, bash: find_bash(), filter, keep, sandbox })
+        Ok(Self { stop, child_ended, bash: find_bash(), filter, keep, sandbox, view, hidden })
     }
 
     /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
@@ -295,6 +334,10 @@ impl Setup {
         }
         bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 
+        if let Err(what) = self.enter_view(tmpdir.as_deref()) {
+            report(&mut control_w, &what.line());
+            return Err(());
+        }
         if caught(&self.stop) {
             // Asked to stop before bash started: the command was killed at
             // its start, and says so like any other killed command.
@@ -330,6 +373,19 @@ impl Setup {
         drop(child);
         report(&mut control_w, &line);
         Ok(())
+    }
+}
+
+impl Setup {
+    /// Where the view was entered: hides the other commands' `TMPDIR`s
+    /// when the order's `tmpdir` is not the one hidden ahead, and moves the
+    /// working directory onto the view's mounts.
+    fn enter_view(&self, tmpdir: Option<&Path>) -> Result<(), Failure> {
+        let Some(view) = &self.view else { return Ok(()) };
+        if let Some(tmpdir) = tmpdir.filter(|&t| self.hidden.as_deref() != Some(t)) {
+            view.hide_other_tmpdirs(tmpdir).map_err(|_| Failure::Sandbox)?;
+        }
+        view.enter_cwd().map_err(|_| Failure::Cwd)
     }
 }
 

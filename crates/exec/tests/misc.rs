@@ -255,7 +255,8 @@ fn a_supervisor_of_another_version_runs_nothing() {
 }
 
 /// The private TMPDIRs of a server that is gone (killed with commands
-/// running) are removed by the next start's sweep, with what they hold;
+/// running) are removed by the next start's sweep, with what they hold
+/// (its directory of them, and one named as earlier versions named them);
 /// a running server's (this test's own), a foreign name and a symlink are
 /// left alone.
 #[test]
@@ -270,6 +271,9 @@ fn stale_tmpdirs_of_servers_that_are_gone_are_swept() {
     let foreign = tmp.join(format!("serverfs-cmd-sweeptest{unique}"));
     let target = tempfile::tempdir().unwrap();
     let link = tmp.join(format!("serverfs-cmd-{dead}-sweeplink{unique}"));
+    let stale_parent = tmp.join(format!("serverfs-cmd-{dead}"));
+    std::fs::create_dir_all(stale_parent.join("0123abcd")).unwrap();
+    std::fs::write(stale_parent.join("0123abcd/left-behind"), "x").unwrap();
     for dir in [&stale, &live, &foreign] {
         std::fs::create_dir(dir).unwrap();
         std::fs::write(dir.join("left-behind"), "x").unwrap();
@@ -277,8 +281,9 @@ fn stale_tmpdirs_of_servers_that_are_gone_are_swept() {
     std::fs::write(target.path().join("kept"), "x").unwrap();
     std::os::unix::fs::symlink(target.path(), &link).unwrap();
 
-    assert!(serverfs_exec::sweep_stale_tmpdirs() >= 1);
+    assert!(serverfs_exec::sweep_stale_tmpdirs() >= 2);
     assert!(!stale.exists(), "the dead server's TMPDIR is still there");
+    assert!(!stale_parent.exists(), "the dead server's TMPDIRs are still there");
     assert!(live.join("left-behind").exists() && foreign.join("left-behind").exists());
     assert!(target.path().join("kept").exists(), "the sweep followed a symlink");
     for dir in [&live, &foreign] {

@@ -119,6 +119,25 @@ pub fn run() -> ExitCode {
             active = "off (--sandbox off): commands can write anywhere this user can"
         ),
     }
+    // The sandbox's own view of the file system (read-only outside what
+    // commands may write): built once in a supervisor, so a kernel that
+    // cannot build it stops the server instead of failing every command.
+    if let Some(sandbox) = &config.commands.sandbox {
+        match supervisor.probe_view(sandbox) {
+            Ok(true) => tracing::info!(
+                event = "sandbox_view",
+                active = "own mount namespace: read-only outside the writable paths, other commands' TMPDIRs hidden, own /dev/shm"
+            ),
+            Ok(false) => tracing::warn!(
+                event = "sandbox_view",
+                active = "shared: this kernel refuses commands a mount namespace; Landlock holds, but metadata outside the writable paths (modes, times, xattrs) and other commands' TMPDIRs are within reach"
+            ),
+            Err(e) => {
+                eprintln!("serverfs-dev: cannot confine commands (mount namespace): {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     // The seccomp filter every command runs under, sandbox on or off.
     if let Err(e) = serverfs_exec::probe_confine(config.commands.sandbox.as_ref()) {
         eprintln!("serverfs-dev: cannot confine commands (seccomp): {e}");

@@ -162,7 +162,15 @@ fn a_command_cannot_freeze_the_writers_of_its_root() {
     let opened = a.call(call(3, "shell_open", json!({})));
     let session = opened["result"]["structuredContent"]["session_id"].clone();
     let [state, xdg] = state_places(&p);
-    let script = lock_everything(&[&state, &state2, &xdg], true);
+    // Metadata first: the lock made readable, the state dir closed to its
+    // server (the sandbox's read-only view refuses both, whoever owns them).
+    let lock = commit_lock(&xdg);
+    let script = format!(
+        "chmod 644 '{}'; echo chmod-lock=$?; chmod 0 '{}'; echo chmod-state=$?\n{}",
+        lock.display(),
+        state.display(),
+        lock_everything(&[&state, &state2, &xdg], true)
+    );
     let answer = a.call(call(4, "shell_write", json!({"session_id": session, "input": script})));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     let (mut output, mut offset, mut id) = (String::new(), 0, 5);
@@ -181,6 +189,8 @@ fn a_command_cannot_freeze_the_writers_of_its_root() {
             && lock_lines.iter().all(|l| l.starts_with("NO-")),
         "the command reached the commit lock: {lock_lines:?}\n{output}"
     );
+    assert!(output.contains("chmod-lock=1\n") && output.contains("chmod-state=1\n"), "{output}");
+    assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o200);
     eprintln!("the command, holding what it could:\n{output}");
     // The test can fail: the command did lock what it could open.
     assert!(output.lines().any(|l| l.starts_with("LOCKED-R")), "{output}");

@@ -25,6 +25,18 @@ use crate::mounts::TMPDIR_PARENT_PREFIX;
 use crate::protocol::{Order, PROTOCOL};
 use crate::sandbox::SandboxConfig;
 
+/// What commands' view of the file system is on this kernel (see
+/// [`Supervisor::probe_view`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewProbe {
+    /// Their own, with a `/proc` that shows only their own processes.
+    OwnWithProc,
+    /// Their own, with the host's `/proc` (read-only): not root.
+    Own,
+    /// The server's: the kernel refuses the namespaces.
+    Shared,
+}
+
 /// How the server starts a supervisor: a program and the arguments that
 /// select the hidden subcommand.
 ///
@@ -138,13 +150,12 @@ impl Supervisor {
 
     /// Checks at start-up, in a supervisor, whether commands under
     /// `sandbox` get a view of the file system of their own (see the
-    /// mounts module): `Ok(false)` where the kernel refuses the namespaces
-    /// (commands then share the server's).
+    /// mounts module), and with it a `/proc` that hides other processes.
     ///
     /// # Errors
     /// The supervisor cannot be started, or building the view failed (every
     /// command would fail the same way).
-    pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<bool, String> {
+    pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<ViewProbe, String> {
         let out = std::process::Command::new(&self.program)
             .args(&self.prefix)
             .arg(PROTOCOL)
@@ -156,8 +167,9 @@ impl Supervisor {
             .output()
             .map_err(|e| format!("cannot start the supervisor: {e}"))?;
         match out.status.code() {
-            Some(0) => Ok(true),
-            Some(3) => Ok(false),
+            Some(0) => Ok(ViewProbe::OwnWithProc),
+            Some(4) => Ok(ViewProbe::Own),
+            Some(3) => Ok(ViewProbe::Shared),
             _ => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
         }
     }

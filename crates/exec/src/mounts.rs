@@ -16,6 +16,13 @@
 //! - **`/dev/shm` is the command's own** (a fresh tmpfs): POSIX shared
 //!   memory and semaphores of other commands are invisible, and the
 //!   command's are gone when its last process ends.
+//! - **Other processes are gone from `/proc`** when the server is root: a
+//!   `/proc` of its own with `hidepid=ptraceable` (Linux 5.8+) shows only
+//!   the processes the command may ptrace, which Landlock narrows to its
+//!   own domain — not the server, its supervisors, other commands (their
+//!   command lines) or the host's. Without root the kernel refuses a new
+//!   `/proc` (it belongs to the host's pid namespace), and the host's is
+//!   shown, read-only.
 //!
 //! The supervisor enters the view before it starts bash, and leaves its
 //! working directory on the view's mounts (see [`View::enter_cwd`]), never
@@ -55,7 +62,9 @@ pub(crate) const TMPDIR_PARENT_PREFIX: &str = "serverfs-cmd-";
 const BOUND_BACK: [&str; 2] = ["/tmp", "/dev/pts"];
 
 /// A supervisor's own view, entered.
-pub(crate) struct View;
+pub(crate) struct View {
+    own_proc: bool,
+}
 
 impl View {
     /// Enters a view for commands under `sandbox`: `Ok(None)` when the
@@ -114,12 +123,33 @@ impl View {
             }
             remount(path, read_only).map_err(|e| format!("writable {}: {e}", path.display()))?;
         }
+        // A /proc that shows only the processes the command may ptrace:
+        // those of its own Landlock domain. The kernel lets only a holder of
+        // CAP_SYS_ADMIN over the host's pid namespace (root) make one.
+        let proc_flags =
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
+        let own_proc = match rustix::mount::mount(
+            "proc",
+            "/proc",
+            "proc",
+            proc_flags,
+            c"hidepid=ptraceable",
+        ) {
+            Ok(()) => true,
+            Err(Errno::PERM | Errno::INVAL) => false,
+            Err(e) => return Err(format!("/proc: {e}")),
+        };
         let shm = MountFlags::NOSUID | MountFlags::NODEV;
         match rustix::mount::mount("tmpfs", "/dev/shm", "tmpfs", shm, c"mode=1777") {
             Ok(()) | Err(Errno::NOENT) => {}
             Err(e) => return Err(format!("/dev/shm: {e}")),
         }
-        Ok(Some(Self))
+        Ok(Some(Self { own_proc }))
+    }
+
+    /// Whether other processes are hidden in the view's `/proc`.
+    pub(crate) fn own_proc(&self) -> bool {
+        self.own_proc
     }
 
     /// Covers the directory holding `tmpdir` with an empty read-only file

@@ -184,12 +184,14 @@ where
 
 /// `probe-view` (the server's start-up check, see
 /// [`crate::launch::Supervisor::probe_view`]): enters the sandbox's view
-/// of the file system and exits 0, or 3 where the kernel refuses the
-/// namespaces, or 1 with why on stderr when building it failed.
+/// of the file system and exits 0 (4 when its `/proc` is the host's), or 3
+/// where the kernel refuses the namespaces, or 1 with why on stderr when
+/// building it failed.
 fn probe_view(sandbox: Option<&SandboxConfig>) -> ExitCode {
     let Some(sandbox) = sandbox else { return ExitCode::from(2) };
     match View::enter(sandbox) {
-        Ok(Some(_)) => ExitCode::SUCCESS,
+        Ok(Some(view)) if view.own_proc() => ExitCode::SUCCESS,
+        Ok(Some(_)) => ExitCode::from(4),
         Ok(None) => ExitCode::from(3),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{e}");

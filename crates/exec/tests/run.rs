@@ -413,45 +413,49 @@ async fn commands_handed_to_a_supervisor_started_ahead_keep_every_guarantee() {
     let mut tmpdirs = Vec::new();
     for (i, shape) in shapes.iter().enumerate() {
         let t = tag();
-        let report = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; pwd; echo \"$TMPDIR\"; \
+        let parent = serverfs_test_support::ParentArgv::new(&work);
+        let report = "pwd; echo \"$TMPDIR\"; \
                       touch \"$TMPDIR/mine\" && echo tmp-writable; \
                       touch /var/tmp/serverfs-outside-TAG 2>/dev/null || echo outside-refused; ";
         let mut s = serverfs_exec::CommandSpec::new(
             supervisor.clone(),
-            format!("{report}{shape}").replace("TAG", &t),
+            format!("{}{report}{shape}", parent.prefix()).replace("TAG", &t),
             &work,
         );
         s.sandbox = Some(sandbox.clone());
-        let out = run(s, &CancellationToken::new(), None).await.unwrap();
+        let token = CancellationToken::new();
+        let (out, argv) = tokio::join!(run(s, &token, None), parent.read());
+        let out = out.unwrap();
         assert_eq!(out.exit_code, Some(0), "{out:?}");
+        let handed_over = argv.contains(" ready ");
+        assert_eq!(handed_over, i > 0, "command {i}: supervisor argv {argv:?}");
+        assert!(i == 0 || !argv.contains("sleep"), "the command is in the argv: {argv}");
         let lines: Vec<&str> = out.stdout.lines().collect();
-        let handed_over = lines[0].contains(" ready ");
-        assert_eq!(handed_over, i > 0, "command {i}: supervisor argv {:?}", lines[0]);
-        assert!(i == 0 || !lines[0].contains("sleep"), "the command is in the argv: {}", lines[0]);
-        assert_eq!(lines[1], work.to_str().unwrap(), "command {i} ran elsewhere");
-        assert!(lines[2].starts_with(&format!("{}/serverfs-cmd-", std::env::temp_dir().display())));
-        assert_eq!(&lines[3..], ["tmp-writable", "outside-refused"], "command {i}: {out:?}");
+        assert_eq!(lines[0], work.to_str().unwrap(), "command {i} ran elsewhere");
+        let parent_dir = format!("{}/serverfs-cmd-", std::env::temp_dir().display());
+        assert!(lines[1].starts_with(&parent_dir), "{out:?}");
+        assert_eq!(&lines[2..], ["tmp-writable", "outside-refused"], "command {i}: {out:?}");
         let outside = format!("/var/tmp/serverfs-outside-{t}");
         let escaped = std::fs::remove_file(&outside).is_ok();
         assert!(!escaped, "command {i} wrote outside the sandbox");
-        assert!(!std::path::Path::new(lines[2]).exists(), "the private TMPDIR is removed");
-        tmpdirs.push(lines[2].to_owned());
+        assert!(!std::path::Path::new(lines[1]).exists(), "the private TMPDIR is removed");
+        tmpdirs.push(lines[1].to_owned());
         assert_none(&t);
         wait_ready(&work, 1).await;
     }
     tmpdirs.dedup();
     assert_eq!(tmpdirs.len(), shapes.len(), "each command has its own TMPDIR");
     // The longest command allowed is handed over whole.
-    let filler = "x".repeat(serverfs_exec::MAX_COMMAND_BYTES - 100);
-    let mut s = serverfs_exec::CommandSpec::new(
-        supervisor.clone(),
-        format!(": {filler}; tr '\\0' ' ' < /proc/$PPID/cmdline"),
-        &work,
-    );
+    let parent = serverfs_test_support::ParentArgv::new(&work);
+    let filler = "x".repeat(serverfs_exec::MAX_COMMAND_BYTES - 100 - parent.prefix().len());
+    let command = format!("{}: {filler}; echo whole", parent.prefix());
+    let mut s = serverfs_exec::CommandSpec::new(supervisor.clone(), command, &work);
     s.sandbox = Some(sandbox.clone());
-    let out = run(s, &CancellationToken::new(), None).await.unwrap();
-    assert_eq!(out.exit_code, Some(0), "{out:?}");
-    assert!(out.stdout.contains(" ready "), "{}", out.stdout);
+    let token = CancellationToken::new();
+    let (out, argv) = tokio::join!(run(s, &token, None), parent.read());
+    let out = out.unwrap();
+    assert_eq!((out.exit_code, out.stdout.as_str()), (Some(0), "whole\n"), "{out:?}");
+    assert!(argv.contains(" ready "), "{argv}");
     // The last one started ahead ends with the `Supervisor`.
     wait_ready(&work, 1).await;
     drop(supervisor);
@@ -491,9 +495,12 @@ async fn a_supervisor_killed_while_waiting_is_replaced() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let t = tag();
-        let out = go(&format!("sleep 300.{t} & tr '\\0' ' ' < /proc/$PPID/cmdline")).await.unwrap();
+        let parent = serverfs_test_support::ParentArgv::new(dir.path());
+        let command = format!("{}sleep 300.{t} & true", parent.prefix());
+        let (out, argv) = tokio::join!(go(&command), parent.read());
+        let out = out.unwrap();
         assert_eq!(out.exit_code, Some(0), "{out:?}");
-        assert!(out.stdout.contains(" run sleep "), "not a supervisor of its own: {}", out.stdout);
+        assert!(argv.contains(" run echo "), "not a supervisor of its own: {argv}");
         assert_none(&t);
     }
 }

@@ -123,12 +123,18 @@ pub fn run() -> ExitCode {
     // commands may write): built once in a supervisor, so a kernel that
     // cannot build it stops the server instead of failing every command.
     if let Some(sandbox) = &config.commands.sandbox {
+        use serverfs_exec::ViewProbe;
+        const OWN: &str = "own mount namespace: read-only outside the writable paths, other commands' TMPDIRs hidden, own /dev/shm";
         match supervisor.probe_view(sandbox) {
-            Ok(true) => tracing::info!(
+            Ok(ViewProbe::OwnWithProc) => tracing::info!(
                 event = "sandbox_view",
-                active = "own mount namespace: read-only outside the writable paths, other commands' TMPDIRs hidden, own /dev/shm"
+                active = format!("{OWN}, other processes hidden in /proc")
             ),
-            Ok(false) => tracing::warn!(
+            Ok(ViewProbe::Own) => tracing::info!(
+                event = "sandbox_view",
+                active = format!("{OWN}; /proc shows other processes (a new /proc needs root)")
+            ),
+            Ok(ViewProbe::Shared) => tracing::warn!(
                 event = "sandbox_view",
                 active = "shared: this kernel refuses commands a mount namespace; Landlock holds, but metadata outside the writable paths (modes, times, xattrs) and other commands' TMPDIRs are within reach"
             ),

@@ -419,12 +419,14 @@ async fn over_http_a_command_longer_than_the_client_waits_is_polled_to_its_end()
     client.cancel().await.unwrap();
 }
 
-/// The command line of the command's parent, the supervisor, seen from the
-/// command itself.
-async fn supervisor_argv(client: &common::Client) -> String {
-    let v = ok(client, "bash", json!({"command": "tr '\\0' ' ' < /proc/$PPID/cmdline"})).await;
+/// The command line of a command's parent, the supervisor (read from
+/// outside: the command's own `/proc` hides it).
+async fn supervisor_argv(client: &common::Client, p: &Project) -> String {
+    let parent = serverfs_test_support::ParentArgv::new(&p.root());
+    let command = format!("{}true", parent.prefix());
+    let (v, argv) = tokio::join!(ok(client, "bash", json!({"command": command})), parent.read());
     assert_eq!(v["exit_code"], 0, "{v}");
-    v["stdout"].as_str().unwrap().to_owned()
+    argv
 }
 
 /// Commands run under the small `serverfs-dev-supervisor` installed beside
@@ -436,7 +438,7 @@ async fn supervisor_argv(client: &common::Client) -> String {
 async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() {
     let p = Project::new();
     let client = p.stdio_client().await;
-    let argv = supervisor_argv(&client).await;
+    let argv = supervisor_argv(&client, &p).await;
     let sealed_copy = |argv: &str| {
         let rest = argv.strip_prefix("/proc/self/fd/")?;
         let digits = rest.find(' ')?;
@@ -454,7 +456,7 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
     cmd.arg("--root").arg(p.root()).arg("--state-dir").arg(p.state()).arg("--stdio");
     cmd.env_remove("SERVERFS_TOKEN").env("XDG_STATE_HOME", p.xdg()).stderr(Stdio::null());
     let client = common::serve(cmd).await;
-    let argv = supervisor_argv(&client).await;
+    let argv = supervisor_argv(&client, &p).await;
     let args = sealed_copy(&argv).unwrap_or_else(|| panic!("not the sealed copy: {argv}"));
     assert!(args.starts_with("__supervise --serverfs-exec="), "not the server itself: {argv}");
     let t = tag();

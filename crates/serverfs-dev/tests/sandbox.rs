@@ -155,8 +155,8 @@ async fn writes_outside_the_root_are_refused_inside_work() {
 /// crate's mounts module), as the server's user (root here) and as
 /// `nobody` (a user namespace): metadata of a file outside the root that
 /// the command's user owns (mode, times, extended attributes), another
-/// session's `TMPDIR` and POSIX shared memory, and (as `nobody`, where
-/// the IPC namespace comes with the user namespace) its SysV objects. The
+/// session's `TMPDIR`, POSIX shared memory and SysV objects, and (as
+/// root) its processes in `/proc`. The
 /// negative control is the same server with `--sandbox off`, where each
 /// attack lands.
 async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
@@ -197,7 +197,7 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         let id =
             ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
         let setup = format!(
-            "echo secret > \"$TMPDIR/s\"; echo shm > /dev/shm/sfs-{t} && echo shm-made; \
+            "sleep 600.{t} & echo secret > \"$TMPDIR/s\"; echo shm > /dev/shm/sfs-{t} && echo shm-made; \
              echo \"tmpdir=$TMPDIR\"; echo \"ipc=$(ipcmk -M 4096 | tr -dc 0-9)\"\n"
         );
         ok(&client, "shell_write", json!({"session_id": id, "input": setup})).await;
@@ -214,6 +214,7 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         assert!(!tmpdir.is_empty() && !ipc.is_empty() && said.contains("shm-made"), "{said}");
         let look = format!(
             "cat {tmpdir}/s; ls \"$(dirname \"$TMPDIR\")\" | wc -l; cat /dev/shm/sfs-{t}; \
+             grep -qs '60[0][.]{t}' /proc/[0-9]*/cmdline && echo proc-seen || echo proc-unseen; \
              ipcs -m | awk '{{print $2}}' | grep -qx {ipc} && echo ipc-seen || echo ipc-unseen"
         );
         let v = ok(&client, "bash", json!({"command": look})).await;
@@ -223,10 +224,14 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
             // Only its own TMPDIR is in the directory of them.
             assert!(out.starts_with("1\n"), "{v}");
             if nobody {
-                assert!(out.ends_with("ipc-unseen\n"), "{v}");
+                // Without root /proc is the host's; IPC is its own.
+                assert!(out.ends_with("proc-seen\nipc-unseen\n"), "{v}");
+            } else {
+                assert!(out.ends_with("proc-unseen\nipc-unseen\n"), "{v}");
             }
         } else {
             assert!(out.contains("secret") && out.contains("shm"), "control: {v}");
+            assert!(out.contains("proc-seen\n"), "control: {v}");
             if nobody {
                 assert!(out.ends_with("ipc-seen\n"), "control: {v}");
             }

@@ -249,6 +249,47 @@ pub fn json_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
     (result, String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Reads the command line of a command's parent (its supervisor) from
+/// outside while the command runs: inside the sandbox's view `/proc` shows
+/// the command only its own processes. [`ParentArgv::prefix`] goes before
+/// the command: it writes `$PPID` to a file in `dir` (which the command
+/// may write) and waits for a go; [`ParentArgv::read`], awaited beside the
+/// call, reads that pid's command line (NULs as spaces) and gives the go.
+pub struct ParentArgv {
+    pid_file: std::path::PathBuf,
+    go: std::path::PathBuf,
+}
+
+impl ParentArgv {
+    pub fn new(dir: &std::path::Path) -> Self {
+        Self { pid_file: dir.join("parent-pid"), go: dir.join("parent-go") }
+    }
+
+    /// The shell text to put before the command.
+    pub fn prefix(&self) -> String {
+        let (pid, go) = (self.pid_file.display(), self.go.display());
+        format!(
+            "echo $PPID > '{pid}.new' && mv '{pid}.new' '{pid}'; \
+             while [ ! -e '{go}' ]; do sleep 0.01; done; rm -f '{pid}' '{go}'; "
+        )
+    }
+
+    /// The parent's command line; bounded by 60 s of waiting for the pid.
+    pub async fn read(&self) -> String {
+        let start = std::time::Instant::now();
+        let pid = loop {
+            if let Ok(text) = std::fs::read_to_string(&self.pid_file) {
+                break text.trim().to_owned();
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the command never wrote $PPID");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        std::fs::write(&self.go, "").unwrap();
+        String::from_utf8_lossy(&argv).replace('\0', " ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::ExitStatusExt;

@@ -355,8 +355,7 @@ pub fn sweep_stale_tmpdirs() -> usize {
 /// may enter; anything else (another user's, a symlink) is refused.
 fn tmpdir_parent() -> Result<&'static Path, FsError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    static PARENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    if let Some(parent) = PARENT.get() {
+    if let Some(parent) = TMPDIR_PARENT.get() {
         return Ok(parent);
     }
     let path = std::env::temp_dir().join(format!("{TMPDIR_PARENT_PREFIX}{}", std::process::id()));
@@ -375,7 +374,19 @@ fn tmpdir_parent() -> Result<&'static Path, FsError> {
         }
         Err(e) => return Err(internal("Could not create TMPDIR", e)),
     }
-    Ok(PARENT.get_or_init(|| path))
+    Ok(TMPDIR_PARENT.get_or_init(|| path))
+}
+
+/// This server's directory of private `TMPDIR`s, once made.
+static TMPDIR_PARENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Removes this server's directory of private `TMPDIR`s when it is empty
+/// (every command has ended): for a server's clean end. One left behind is
+/// swept at the next start ([`sweep_stale_tmpdirs`]).
+pub fn remove_tmpdir_parent() {
+    if let Some(parent) = TMPDIR_PARENT.get() {
+        let _ = std::fs::remove_dir(parent);
+    }
 }
 
 impl PrivateTmp {

@@ -129,7 +129,9 @@ pub use commands::{
     ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
 };
 pub use confine::{Keep as KeptCapabilities, probe as probe_confine};
-pub use launch::{ChildEnv, Supervisor, ViewProbe, adopt_orphans, sweep_stale_tmpdirs};
+pub use launch::{
+    ChildEnv, Supervisor, ViewProbe, adopt_orphans, remove_tmpdir_parent, sweep_stale_tmpdirs,
+};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use output::ReadOutput;
 pub use peer::from_own_command;

@@ -201,7 +201,11 @@ pub fn run() -> ExitCode {
         commands.close_all().await;
         served
     });
-    serverfs_transport::finish("serverfs-dev", runtime, result)
+    let code = serverfs_transport::finish("serverfs-dev", runtime, result);
+    // The runtime is gone with every command and the supervisor started
+    // ahead (their TMPDIRs removed): their directory goes too.
+    serverfs_exec::remove_tmpdir_parent();
+    code
 }
 
 fn config_error(e: &ConfigError) -> ExitCode {

@@ -183,6 +183,12 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         let out = v["stdout"].as_str().unwrap();
         let meta = std::fs::metadata(&victim).unwrap();
         if sandbox {
+            // And no capability, also where the user namespace gave the
+            // supervisor some (as nobody).
+            let caps =
+                "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | tr -d '0\\t' | sort -u";
+            let c = ok(&client, "bash", json!({"command": caps})).await;
+            assert_eq!(c["stdout"], "CapAmb:\nCapBnd:\nCapEff:\nCapInh:\nCapPrm:\n", "{c}");
             assert_eq!(out, "chmod=1\ntouch=1\nxattr=1\n", "{v}");
             assert!(v["stderr"].as_str().unwrap().contains("Read-only file system"), "{v}");
             assert_eq!(meta.mode() & 0o777, 0o644);
@@ -240,6 +246,16 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         }
         ok(&client, "shell_close", json!({"session_id": id})).await;
         client.cancel().await.unwrap();
+        // A server that ends cleanly removes its directory of TMPDIRs
+        // (`serverfs-cmd-<its pid>`).
+        let parent = std::path::Path::new(&tmpdir).parent().unwrap().to_owned();
+        let server = parent.file_name().unwrap().to_str().unwrap().replace("serverfs-cmd-", "");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::path::Path::new(&format!("/proc/{server}")).exists() {
+            assert!(Instant::now() < deadline, "the server never ended");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!parent.exists(), "{} left behind", parent.display());
     }
     assert!(!std::path::Path::new(&format!("/dev/shm/sfs-{t}")).exists());
 }

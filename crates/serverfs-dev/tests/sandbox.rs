@@ -156,7 +156,7 @@ async fn writes_outside_the_root_are_refused_inside_work() {
 /// `nobody` (a user namespace): metadata of a file outside the root that
 /// the command's user owns (mode, times, extended attributes), another
 /// session's `TMPDIR`, POSIX shared memory and SysV objects, and (as
-/// root) its processes in `/proc`. The
+/// root) its processes in `/proc` and the sysctls root may write. The
 /// negative control is the same server with `--sandbox off`, where each
 /// attack lands.
 async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
@@ -182,6 +182,16 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         let v = ok(&client, "bash", json!({"command": metadata})).await;
         let out = v["stdout"].as_str().unwrap();
         let meta = std::fs::metadata(&victim).unwrap();
+        if !nobody {
+            // Root without capabilities may write root's 0644 sysctls (the
+            // kernel checks the uid there): the same value back, harmless.
+            let sysctl = "/proc/sys/kernel/printk_ratelimit";
+            let same =
+                format!("cat {sysctl} > $TMPDIR/v && cat $TMPDIR/v > {sysctl} && echo wrote");
+            let w = ok(&client, "bash", json!({"command": same})).await;
+            let wrote = w["stdout"] == "wrote\n";
+            assert_eq!(wrote, !sandbox, "sandbox {sandbox}: {w}");
+        }
         if sandbox {
             // And no capability, also where the user namespace gave the
             // supervisor some (as nobody).

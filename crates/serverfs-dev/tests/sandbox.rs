@@ -199,6 +199,16 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
                 "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | tr -d '0\\t' | sort -u";
             let c = ok(&client, "bash", json!({"command": caps})).await;
             assert_eq!(c["stdout"], "CapAmb:\nCapBnd:\nCapEff:\nCapInh:\nCapPrm:\n", "{c}");
+            // So each privileged attack is refused (controls as root: the
+            // exec crate's confine tests).
+            let privileged = "mknod \"$TMPDIR/b\" b 7 0 && echo mknod; \
+                unshare -u hostname serverfs-test && echo hostname; \
+                mount -t tmpfs serverfs-test \"$TMPDIR\" && echo mount; \
+                cp /bin/true \"$TMPDIR/t\"; setcap cap_net_raw+ep \"$TMPDIR/t\" && echo setcap; \
+                python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' \
+                  2> /dev/null && echo raw; echo done";
+            let a = ok(&client, "bash", json!({"command": privileged})).await;
+            assert_eq!(a["stdout"], "done\n", "{a}");
             assert_eq!(out, "chmod=1\ntouch=1\nxattr=1\n", "{v}");
             assert!(v["stderr"].as_str().unwrap().contains("Read-only file system"), "{v}");
             assert_eq!(meta.mode() & 0o777, 0o644);

@@ -340,3 +340,81 @@ fn the_start_up_log_says_which_protections_are_active() {
         "{log}"
     );
 }
+
+/// Runs `program` in a new session whose controlling terminal is the pty
+/// at `tty`, as a program started from a shell in that terminal.
+fn in_terminal_session(tty: &str, program: &std::process::Command) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("python3");
+    wrapped
+        .arg("-c")
+        .arg("import os, sys; os.setsid(); os.close(os.open(sys.argv[1], os.O_RDWR)); os.execvp(sys.argv[2], sys.argv[2:])")
+        .arg(tty)
+        .arg(program.get_program())
+        .args(program.get_args());
+    for (key, value) in program.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    wrapped
+}
+
+/// Terminal injection: the server runs in a session whose controlling
+/// terminal is a pty this test holds (as when started from a shell), and a
+/// command pushes a line into it with `TIOCSTI`, through `/dev/tty` and
+/// through the pty's own path. Nothing reaches the pty's reader: the
+/// command has no controlling terminal (its supervisor's own session),
+/// and the filter (and the kernel, for a terminal not the caller's)
+/// refuses the ioctl. The control, a plain process in such a session,
+/// types a line the reader reads.
+#[tokio::test]
+async fn a_command_cannot_type_into_the_servers_terminal() {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let tty = ptsname(&master, Vec::new()).unwrap().into_string().unwrap();
+    // The pty's reader: its slave side, as the shell in it reads.
+    let reader =
+        rustix::fs::open(&tty, OFlags::RDWR | OFlags::NOCTTY | OFlags::NONBLOCK, Mode::empty())
+            .unwrap();
+    // Everything waiting (a canonical-mode read gives one line).
+    let typed = || {
+        let mut all = String::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match rustix::io::read(&reader, &mut buf) {
+                Ok(n) if n > 0 => all.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Ok(_) | Err(rustix::io::Errno::AGAIN) => return all,
+                Err(e) => panic!("reading the pty: {e}"),
+            }
+        }
+    };
+    let attack = format!(
+        "python3 -c 'import errno, fcntl, os, termios\nfor t in (\"/dev/tty\", \"{tty}\"):\n    try:\n        fd = os.open(t, os.O_RDWR | os.O_NOCTTY)\n        for c in b\"echo serverfs-typed\\n\":\n            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n        print(t, \"typed\")\n    except OSError as e:\n        print(t, errno.errorcode[e.errno])'"
+    );
+
+    let mut plain = std::process::Command::new("bash");
+    plain.args(["-c", &attack]);
+    let out = in_terminal_session(&tty, &plain).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    // On kernels with dev.tty.legacy_tiocsti=0 the ioctl is gone for all.
+    let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti");
+    if legacy.is_ok_and(|v| v.trim() == "0") {
+        eprintln!("dev.tty.legacy_tiocsti=0: no control possible; the control said {said}");
+    } else {
+        assert!(said.starts_with("/dev/tty typed\n"), "control: {said}");
+        assert!(typed().contains("echo serverfs-typed"), "control: nothing reached the reader");
+    }
+
+    let p = Project::new();
+    let mut server = in_terminal_session(&tty, &p.command());
+    server.arg("--stdio").stderr(Stdio::null());
+    let client = common::serve(tokio::process::Command::from(server)).await;
+    let v = ok(&client, "bash", json!({"command": attack})).await;
+    assert_eq!(v["stdout"], format!("/dev/tty ENXIO\n{tty} EPERM\n"), "{v}");
+    assert_eq!(typed(), "", "a command typed into the server's terminal");
+    client.cancel().await.unwrap();
+}

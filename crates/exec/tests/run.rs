@@ -356,12 +356,23 @@ async fn unresponsive_supervisor_gets_sigterm_then_sigkill() {
         ],
     );
     let mut s = spec(&format!("sleep 300.{t}"), dir.path());
-    s.supervisor = fake;
+    s.supervisor = fake.clone();
     s.timeout_seconds = 1;
     let e = run(s, &CancellationToken::new(), None).await.unwrap_err();
     assert_eq!(e.code(), ErrorCode::InternalError);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "term\n");
     assert_none(&t);
+    // The one started ahead for the next command (this fake, which ignores
+    // its channel) is killed when the last `Supervisor` goes: once it is
+    // there, so that the test never ends while it is being started.
+    let needle = log.display().to_string();
+    let start = Instant::now();
+    while alive_with(&needle).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no supervisor started ahead");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(fake);
+    wait_gone(&needle).await;
 }
 
 /// The supervisors waiting for a command (`ready` mode) that this test

@@ -155,3 +155,43 @@ async fn one_session_cannot_reach_another_through_proc_or_signals() {
     }
     assert!(alive);
 }
+
+/// A command that fights the read-only view: it makes a user and mount
+/// namespace of its own (where it holds every capability), then remounts
+/// `/` writable with the old mount API and clears its read-only flag with
+/// `mount_setattr`, and writes outside. Every step that could undo the view
+/// is refused and the write fails. The control, the same program as a
+/// plain child of this test (no supervisor, so no filter either), gets its
+/// namespaces and both calls through.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_cannot_undo_the_read_only_view() {
+    let root = outside_tmp();
+    let elsewhere = outside_tmp();
+    let victim = elsewhere.path().join("victim");
+    // CLONE_NEWUSER | CLONE_NEWNS; MS_REMOUNT | MS_BIND (no MS_RDONLY: a
+    // writable bind); mount_setattr(AT_FDCWD, "/", 0, {clr: RDONLY}).
+    let undo = "import ctypes, errno, struct\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                def said(what, r):\n    \
+                    print(what, \"ok\" if r == 0 else errno.errorcode[ctypes.get_errno()])\n\
+                said(\"unshare\", libc.unshare(0x10000000 | 0x00020000))\n\
+                said(\"remount\", libc.mount(None, b\"/\", None, 32 | 4096, None))\n\
+                attr = ctypes.create_string_buffer(struct.pack(\"QQQQ\", 0, 1, 0, 0))\n\
+                said(\"mount_setattr\", libc.syscall(442, -100, b\"/\", 0, attr, 32))\n";
+    let program = root.path().join("undo.py");
+    std::fs::write(&program, undo).unwrap();
+    let attack = format!("python3 {}", program.display());
+
+    let control = std::process::Command::new("python3").arg(&program).output().unwrap();
+    let control = String::from_utf8_lossy(&control.stdout);
+    assert_eq!(control, "unshare ok\nremount ok\nmount_setattr ok\n", "control");
+
+    let sandbox = Some(SandboxConfig::new(root.path()));
+    let then_write = format!("{attack}; echo x > {}", victim.display());
+    let out = go(&then_write, root.path(), sandbox).await;
+    // Its own namespaces it may make; nothing it does there reaches the
+    // view it came from, and the mount calls are refused anyway.
+    assert_eq!(out.stdout, "unshare ok\nremount EPERM\nmount_setattr EPERM\n", "{out:?}");
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+    assert!(!victim.exists(), "the write landed");
+}

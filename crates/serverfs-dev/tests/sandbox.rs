@@ -182,6 +182,15 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         let v = ok(&client, "bash", json!({"command": metadata})).await;
         let out = v["stdout"].as_str().unwrap();
         let meta = std::fs::metadata(&victim).unwrap();
+        // The same through `..` from the working directory (a command
+        // handed to the supervisor started ahead, which got its directory
+        // from the server's mounts): the view's mounts all the way up.
+        let relative =
+            format!("chmod 640 \"$(realpath --relative-to=. {})\"; echo rel=$?", victim.display());
+        let r = ok(&client, "bash", json!({"command": relative})).await;
+        assert_eq!(r["stdout"], if sandbox { "rel=1\n" } else { "rel=0\n" }, "{r}");
+        let mode = std::fs::metadata(&victim).unwrap().mode() & 0o777;
+        assert_eq!(mode, if sandbox { 0o644 } else { 0o640 }, "{r}");
         if !nobody {
             // Root without capabilities may write root's 0644 sysctls (the
             // kernel checks the uid there): the same value back, harmless.

@@ -156,11 +156,9 @@ impl Supervisor {
     /// The supervisor cannot be started, or building the view failed (every
     /// command would fail the same way).
     pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<ViewProbe, String> {
-        let out = std::process::Command::new(&self.program)
-            .args(&self.prefix)
-            .arg(PROTOCOL)
-            .args(sandbox.to_args(None))
-            .arg("probe-view")
+        let mut cmd = self.command(&sandbox.to_args(None), &[OsStr::new("probe-view")]);
+        let out = cmd
+            .as_std_mut()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -15,7 +15,8 @@
 //!   read-only file system holding only the command's own `TMPDIR`.
 //! - **`/dev/shm` is the command's own** (a fresh tmpfs): POSIX shared
 //!   memory and semaphores of other commands are invisible, and the
-//!   command's are gone when its last process ends.
+//!   command's are gone when its last process ends. (Not when the root or
+//!   a writable path lies below it: then the host's is bound back.)
 //! - **Other processes are gone from `/proc`** when the server is root: a
 //!   `/proc` of its own with `hidepid=ptraceable` (Linux 5.8+) shows only
 //!   the processes the command may ptrace, which Landlock narrows to its
@@ -80,6 +81,13 @@ impl View {
             .chain(sandbox.writable.iter().cloned())
             .chain(BOUND_BACK.iter().map(PathBuf::from))
             .collect();
+        // A fresh /dev/shm would hide a root or writable path below it:
+        // then the host's is bound back instead (and shared, as before).
+        let shm = Path::new("/dev/shm");
+        let own_shm = !writable.iter().any(|p| p.starts_with(shm));
+        if !own_shm {
+            writable.push(shm.to_owned());
+        }
         // Outer paths first: a bind of an outer path would cover an inner
         // one bound before it.
         writable.sort_by_key(|p| p.components().count());
@@ -139,10 +147,12 @@ impl View {
             Err(Errno::PERM | Errno::INVAL) => false,
             Err(e) => return Err(format!("/proc: {e}")),
         };
-        let shm = MountFlags::NOSUID | MountFlags::NODEV;
-        match rustix::mount::mount("tmpfs", "/dev/shm", "tmpfs", shm, c"mode=1777") {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(format!("/dev/shm: {e}")),
+        let shm_flags = MountFlags::NOSUID | MountFlags::NODEV;
+        if own_shm {
+            match rustix::mount::mount("tmpfs", shm, "tmpfs", shm_flags, c"mode=1777") {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(format!("/dev/shm: {e}")),
+            }
         }
         Ok(Some(Self { own_proc }))
     }

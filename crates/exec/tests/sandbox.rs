@@ -195,3 +195,18 @@ async fn a_command_cannot_undo_the_read_only_view() {
     assert!(out.stderr.contains("Read-only file system"), "{out:?}");
     assert!(!victim.exists(), "the write landed");
 }
+
+/// A root below `/dev/shm` (a RAM-backed project): the view binds the
+/// host's `/dev/shm` back instead of covering it with a fresh one, so the
+/// root is still there and writable, and outside it nothing is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_below_dev_shm_stays_reachable() {
+    let root = tempfile::tempdir_in("/dev/shm").unwrap();
+    let elsewhere = outside_tmp();
+    let victim = elsewhere.path().join("victim");
+    let command = format!("echo in > inside && cat inside; echo x > {}", victim.display());
+    let out = go(&command, root.path(), Some(SandboxConfig::new(root.path()))).await;
+    assert_eq!(out.stdout, "in\n", "{out:?}");
+    assert_eq!(std::fs::read_to_string(root.path().join("inside")).unwrap(), "in\n");
+    assert!(!victim.exists(), "the write outside landed");
+}

@@ -63,7 +63,11 @@ from typing import Any
 # Applied by --check (generous on purpose: CI runs on 2 busy cores). Adjust here.
 THRESHOLDS = {
     "peak_rss_mb": 400,  # peak RSS (VmHWM) of the server during one flood
-    "settled_rss_mb": 150,  # RSS once the flood is over, after up to SETTLE_MAX_S
+    # RSS once the flood is over, after up to SETTLE_MAX_S. What is left is
+    # freed memory glibc's arenas keep, not live data: 1b (four walks of a
+    # 200,000-entry directory at once) settled at 64-152 MB over eight CI
+    # runs of one unchanged serverfs-mcp (2026-12-03/04), flat between 10 and 20 s.
+    "settled_rss_mb": 200,
     "peak_threads": 128,  # highest sampled Threads during a flood
     "probe_s": 5.0,  # stat_file from another connection during a flood (SERVER_BUSY counts)
     "healthz_s": 5.0,  # GET /healthz during a flood of calls or stalled bodies

@@ -65,7 +65,7 @@ THRESHOLDS = {
     "peak_rss_mb": 400,  # peak RSS (VmHWM) of the server during one flood
     # RSS once the flood is over, after up to SETTLE_MAX_S. What is left is
     # freed memory glibc's arenas keep, not live data: 1b (four walks of a
-    # 200,000-entry directory at once) settled at 64-152 MB over eight CI
+    # 200,000-entry directory at once) settled at 64-152 MB over six CI
     # runs of one unchanged serverfs-mcp (2026-12-03/04), flat between 10 and 20 s.
     "settled_rss_mb": 200,
     "peak_threads": 128,  # highest sampled Threads during a flood

@@ -37,9 +37,9 @@ use crate::policy::Policy;
 use crate::run::{
     CommandSpec, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, Outcome, ProgressFn, check_seconds,
 };
-use crate::sandbox::SandboxConfig;
 use crate::session::{Owner, SessionConfig, SessionInfo, Sessions, short_id};
 use crate::settings::CommandConfig;
+use serverfs_supervisor::SandboxConfig;
 
 /// What runs commands: the supervisor to start them under, the cap, the
 /// sessions and the policy. One per server.

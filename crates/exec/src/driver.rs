@@ -28,7 +28,7 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use crate::launch::{Spawned, reaped, sweep_orphans};
-use crate::protocol::{Ended, Failure, MAX_STATUS_LINE, signal_name};
+use serverfs_supervisor::protocol::{Ended, Failure, MAX_STATUS_LINE, signal_name};
 
 /// How long a supervisor gets to kill its tree and exit after its control
 /// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.

@@ -4,7 +4,7 @@
 //! Stopping and ending one is the driver's (see `driver`).
 
 use std::collections::BTreeSet;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -19,23 +19,10 @@ use rustix::process::{
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
-use crate::children;
-use crate::confine::Keep;
-use crate::mounts::TMPDIR_PARENT_PREFIX;
-use crate::protocol::{Order, PROTOCOL};
-use crate::sandbox::SandboxConfig;
+use serverfs_supervisor::protocol::{Mode, Order, PROTOCOL, TMPDIR_PARENT_PREFIX, ViewProbe};
+use serverfs_supervisor::{Keep, SandboxConfig, children};
 
-/// What commands' view of the file system is on this kernel (see
-/// [`Supervisor::probe_view`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ViewProbe {
-    /// Their own, with a `/proc` that shows only their own processes.
-    OwnWithProc,
-    /// Their own, with the host's `/proc` (read-only): not root.
-    Own,
-    /// The server's: the kernel refuses the namespaces.
-    Shared,
-}
+use crate::startup::StartupError;
 
 /// How the server starts a supervisor: a program and the arguments that
 /// select the hidden subcommand.
@@ -44,8 +31,7 @@ pub enum ViewProbe {
 /// `serverfs-dev-supervisor` (`Supervisor::new(path, [])`: a command starts
 /// faster when the supervisor is not the whole server binary), and falls
 /// back to `Supervisor::new(std::env::current_exe()?, ["__supervise"])`,
-/// calling [`crate::supervisor::supervise_main`] when it sees that
-/// subcommand.
+/// calling `serverfs_supervisor::main` when it sees that subcommand.
 ///
 /// Clones share one supervisor started ahead of its command (see
 /// [`Order`]): a `bash` call takes it and starts the next, so a command
@@ -55,7 +41,7 @@ pub enum ViewProbe {
 pub struct Supervisor {
     program: PathBuf,
     prefix: Vec<OsString>,
-    ready: Arc<Mutex<Option<Ready>>>,
+    ready: Arc<Mutex<Slot>>,
     /// The sealed in-memory copy `program` names (`/proc/self/fd/N`), when
     /// made with [`Supervisor::sealed`]; kept open for as long as a clone
     /// lives.
@@ -66,7 +52,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// `program` followed by `prefix` must end up in
-    /// [`crate::supervisor::supervise_main`] with the remaining arguments.
+    /// `serverfs_supervisor::main` with the remaining arguments.
     pub fn new<I, S>(program: impl Into<PathBuf>, prefix: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -155,28 +141,29 @@ impl Supervisor {
     /// # Errors
     /// The supervisor cannot be started, or building the view failed (every
     /// command would fail the same way).
-    pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<ViewProbe, String> {
-        let mut cmd = self.command(&sandbox.to_args(None), &[OsStr::new("probe-view")]);
+    pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<ViewProbe, StartupError> {
+        let mut cmd = self.command(&sandbox.to_args(None), &Mode::ProbeView);
         let out = cmd
             .as_std_mut()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
-            .map_err(|e| format!("cannot start the supervisor: {e}"))?;
-        match out.status.code() {
-            Some(0) => Ok(ViewProbe::OwnWithProc),
-            Some(4) => Ok(ViewProbe::Own),
-            Some(3) => Ok(ViewProbe::Shared),
-            _ => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
-        }
+            .map_err(StartupError::SupervisorNotStarted)?;
+        ViewProbe::from_exit_code(out.status.code()).ok_or_else(|| {
+            StartupError::View(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        })
     }
 
     /// A command line for the supervisor with the sandbox options and
     /// `mode`; stdio, cwd and env are set by the caller.
-    fn command(&self, sandbox: &[OsString], mode: &[&OsStr]) -> tokio::process::Command {
+    fn command(&self, sandbox: &[OsString], mode: &Mode) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.prefix).arg(PROTOCOL).args(self.keep.to_args()).args(sandbox).args(mode);
+        cmd.args(&self.prefix)
+            .arg(PROTOCOL)
+            .args(self.keep.to_args())
+            .args(sandbox)
+            .args(mode.to_args());
         cmd
     }
 }
@@ -224,6 +211,10 @@ impl ChildEnv {
 
 /// Pids of our supervisors that tokio has not reaped yet.
 static SUPERVISORS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// Held by the one orphan sweep that runs at a time (on a blocking thread):
+/// only a sweep reaps an orphan, so a pid a sweep found stays its orphan
+/// (or a zombie) until that sweep has killed it.
+static SWEEPING: Mutex<()> = Mutex::new(());
 /// [`adopt_orphans`] was called.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
 
@@ -271,14 +262,28 @@ pub(crate) async fn sweep_orphans(trusted_end: bool) {
 }
 
 fn sweep_orphans_now(trusted_end: bool) {
+    sweep_orphans_with(|| {
+        let listed = if trusted_end { children::listed() } else { None };
+        listed.unwrap_or_else(children::scanned)
+    });
+}
+
+/// The sweep, with `find` listing the server's children. The listing (a
+/// scan of all `/proc` on a busy machine) is made without the supervisors'
+/// lock, which every command's start and end takes; what it found is
+/// checked again under that lock, one pid at a time: a pid that is still
+/// our child and not a live supervisor is an orphan (supervisors are
+/// started and registered under the lock, and only a sweep reaps a child
+/// that is not one), and stays ours until this sweep reaps it.
+fn sweep_orphans_with(find: impl Fn() -> Vec<i32>) {
+    let _only_sweep = SWEEPING.lock().unwrap_or_else(PoisonError::into_inner);
     for _ in 0..2000 {
+        let candidates = find();
         let found: Vec<Pid> = {
             let live = supervisors();
-            let children = if trusted_end { children::listed() } else { None };
-            children
-                .unwrap_or_else(children::scanned)
+            candidates
                 .into_iter()
-                .filter(|pid| !live.contains(pid))
+                .filter(|&pid| !live.contains(&pid) && children::is_ours(pid))
                 .filter_map(Pid::from_raw)
                 .inspect(|&pid| {
                     let _ = kill_process(pid, Signal::KILL);
@@ -434,7 +439,7 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> FsError {
 /// private `TMPDIR`, the sandbox if any, and the given output pipes.
 pub(crate) fn spawn(
     supervisor: &Supervisor,
-    mode: &[&OsStr],
+    mode: &Mode,
     cwd: &Path,
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
@@ -458,17 +463,16 @@ pub(crate) fn spawn_run(
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
 ) -> Result<Spawned, FsError> {
-    let ready = {
-        let mut slot = supervisor.ready.lock().unwrap_or_else(PoisonError::into_inner);
-        slot.take().filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox)
-    };
+    // Taken, never waited for: while the next one still starts (a blocking
+    // thread holds no lock meanwhile), this command starts its own.
+    let ready = supervisor.slot().take().filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox);
     let spawned = match ready.map(|r| r.hand_over(command, cwd)) {
         Some(HandOver::Done(spawned)) => spawned,
         Some(HandOver::Failed(e)) => return Err(e),
         // None ready, or it died while waiting: nothing was handed over.
         Some(HandOver::NotSent) | None => spawn(
             supervisor,
-            &[OsStr::new("run"), OsStr::new(command)],
+            &Mode::Run(command.into()),
             cwd,
             env,
             sandbox,
@@ -488,20 +492,51 @@ pub(crate) fn prepare_next(
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
 ) {
-    let slot = supervisor.ready.clone();
-    if slot.lock().unwrap_or_else(PoisonError::into_inner).is_some() {
-        return;
+    {
+        let mut slot = supervisor.slot();
+        if !matches!(*slot, Slot::Empty) {
+            return;
+        }
+        *slot = Slot::Starting;
     }
     let (supervisor, env, sandbox) = (supervisor.clone(), env.clone(), sandbox.cloned());
     tokio::task::spawn_blocking(move || {
-        // Held while it starts: a command that comes meanwhile waits for
-        // this supervisor (part of a start) rather than starting a second
-        // one, and a supervisor seen waiting is always in the slot.
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Ready::start(&supervisor, &env, sandbox.as_ref()).ok();
-        }
+        // Started without the slot's lock: a command that comes meanwhile
+        // does not wait for it.
+        let ready = Ready::start(&supervisor, &env, sandbox.as_ref()).ok();
+        *supervisor.slot() = ready.map_or(Slot::Empty, |r| Slot::Waiting(Box::new(r)));
     });
+}
+
+/// The place of the supervisor started ahead.
+#[derive(Debug, Default)]
+enum Slot {
+    /// None, and none starting: the next command's end starts one.
+    #[default]
+    Empty,
+    /// One is starting on a blocking thread.
+    Starting,
+    /// One waits for its order.
+    Waiting(Box<Ready>),
+}
+
+impl Slot {
+    /// The waiting supervisor, if one waits (the slot is then empty).
+    fn take(&mut self) -> Option<Ready> {
+        match std::mem::take(self) {
+            Slot::Waiting(ready) => Some(*ready),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+impl Supervisor {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A supervisor started ahead of its command, in `ready` mode: it waits
@@ -547,7 +582,7 @@ impl Ready {
         let (child, control) = start(
             supervisor,
             &sandbox_args,
-            &[OsStr::new("ready")],
+            &Mode::Ready,
             Path::new("/"),
             env,
             // Known now, so the supervisor hides the others ahead too.
@@ -629,7 +664,7 @@ impl Drop for Ready {
 fn start(
     supervisor: &Supervisor,
     sandbox_args: &[OsString],
-    mode: &[&OsStr],
+    mode: &Mode,
     cwd: &Path,
     env: &ChildEnv,
     tmpdir: Option<&Path>,
@@ -660,4 +695,67 @@ fn start(
     // supervisor would never see end of file.
     drop(cmd);
     Ok((child, ours))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A sweep lists the processes (on a busy machine a scan of all of
+    /// `/proc`) without the supervisors' lock: a supervisor starts while
+    /// a listing is under way. Here the listing does not end until that
+    /// start is done; with the lock held across it, neither would.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_supervisor_starts_while_a_sweep_lists_the_processes() {
+        let (listing_tx, listing_rx) = mpsc::channel::<()>();
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let sweep = std::thread::spawn(move || {
+            sweep_orphans_with(|| {
+                let _ = listing_tx.send(());
+                started_rx
+                    .recv_timeout(Duration::from_secs(120))
+                    .expect("no supervisor could start while a sweep listed the processes");
+                Vec::new()
+            });
+        });
+        listing_rx.recv().unwrap();
+        // `true` stands in for the supervisor: it starts and exits at once.
+        let supervisor = Supervisor::new("true", [""; 0]);
+        let env = ChildEnv::from_server();
+        let (mut child, _control) = start(
+            &supervisor,
+            &[],
+            &Mode::Ready,
+            Path::new("/"),
+            &env,
+            None,
+            Stdio::null(),
+            Stdio::null(),
+        )
+        .unwrap();
+        started_tx.send(()).unwrap();
+        sweep.join().expect("the sweep ended once the supervisor had started");
+        let pid = child.id();
+        child.wait().await.unwrap();
+        reaped(pid);
+    }
+
+    /// What a listing found is checked again under the lock: a process that
+    /// is not (or no longer) the server's child is never killed.
+    #[test]
+    fn a_sweep_kills_only_processes_that_are_still_its_children() {
+        let out = std::process::Command::new("sh")
+            .args(["-c", "sleep 120 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let pid: i32 = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
+        // Its parent `sh` has exited: the sleep is init's (or a subreaper's).
+        assert!(!children::is_ours(pid));
+        sweep_orphans_with(|| vec![pid]);
+        let alive =
+            Pid::from_raw(pid).is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+        let _ = Pid::from_raw(pid).map(|p| kill_process(p, Signal::KILL));
+        assert!(alive, "the sweep killed a process that is not its child");
+    }
 }

@@ -2,8 +2,9 @@
 Command execution for serverfs-dev: the `bash` tool, shell sessions and the
 command policy. Never a dependency of the read-only serverfs-mcp.
 
-Every command runs under a small per-command supervisor process (a program
-whose `main` calls [`supervise_main`]: serverfs-dev's own small
+Every command runs under a small per-command supervisor process (the
+`serverfs-supervisor` crate: a program whose `main` calls
+`serverfs_supervisor::main`, serverfs-dev's own small
 `serverfs-dev-supervisor`, or its whole binary under a hidden subcommand): a
 child subreaper that starts `bash` in its own process group and, when `bash`
 ends, when it is told to (its control channel closes) or when the server
@@ -25,8 +26,8 @@ replaced by one started on the spot.
   them, read at absolute byte offsets.
 - [`Policy`] is the `--allow`/`--deny` check; see its module docs for what
   it cannot promise.
-- [`SandboxConfig`] is the Landlock sandbox; [`probe_sandbox`] checks it at
-  start-up and says what it enforces.
+- [`SandboxConfig`] is the Landlock sandbox; [`check_confinement`] checks
+  every layer at start-up and says what each enforces.
 - [`Commands`] is the command tools as one service (policy, cap, sessions,
   sandbox, audit line); [`CommandSettings`] their flags.
 - [`harden_server_process`] makes the server's `/proc` entries unreadable to
@@ -39,14 +40,16 @@ fn main() -> ExitCode {
     // Before anything else (before tokio, before parsing secrets):
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|a| a == "__supervise") {
-        return serverfs_exec::supervise_main(args);   // never returns to the server code
+        return serverfs_supervisor::main(args);        // never returns to the server code
     }
-    serverfs_exec::harden_server_process()?;           // PR_SET_DUMPABLE 0
-    serverfs_exec::adopt_orphans()?;                   // only if every child is a supervisor
     // The small program beside the binary if it is there (its main is one
-    // call to supervise_main), else this binary under the subcommand:
-    let sup = Supervisor::new(exe.with_file_name("serverfs-dev-supervisor"), [""; 0]);
-    let sup = Supervisor::new(std::env::current_exe()?, ["__supervise"]);
+    // call to serverfs_supervisor::main), else this binary under the
+    // subcommand, copied into sealed memory:
+    let sup = Supervisor::sealed(&exe.with_file_name("serverfs-dev-supervisor"), [""; 0])?;
+    let sup = Supervisor::sealed(&std::env::current_exe()?, ["__supervise"])?;
+    // Hardens the server, adopts orphans, sweeps stale TMPDIRs, and checks
+    // each layer in a supervisor; the notices are for the log:
+    let notices = serverfs_exec::check_confinement(&sup, config.sandbox.as_ref())?;
     ...
 }
 ```
@@ -100,51 +103,47 @@ server then inherits the tree and kills it.
 */
 #![deny(missing_docs)]
 
-// The process boundary. The supervisor program (`supervisor`) uses only
-// the shared leaves (`protocol`, `sandbox`, `confine`, `children`); the server's side
-// starts supervisors (`launch`), drives each one the same way (`driver`)
-// for one-shot commands (`run`) and shell sessions (`session`, `output`),
-// and serves them as tools (`commands`). No module imports one above it.
+// The server's side of the process boundary (the child side is the
+// serverfs-supervisor crate, whose wire, `protocol`, both use): it starts
+// supervisors (`launch`) and checks the layers at start-up (`startup`),
+// drives each one the same way (`driver`) for one-shot commands (`run`)
+// and shell sessions (`session`, `output`), and serves them as tools
+// (`commands`). No module imports one above it.
 mod capped;
-mod children;
 mod commands;
-mod confine;
 mod driver;
 mod launch;
 mod limit;
-mod mounts;
 mod output;
 mod peer;
 mod policy;
-mod protocol;
 mod render;
 mod run;
-mod sandbox;
 mod session;
 mod settings;
-mod supervisor;
+mod startup;
 
 pub use commands::{
     Audited, BashArgs, Commands, ShellCloseArgs, ShellList, ShellListArgs, ShellOpenArgs,
     ShellOpened, ShellReadArgs, ShellWriteArgs, ShellWritten,
 };
-pub use confine::{Keep as KeptCapabilities, probe as probe_confine};
-pub use launch::{
-    ChildEnv, Supervisor, ViewProbe, adopt_orphans, remove_tmpdir_parent, sweep_stale_tmpdirs,
-};
+pub use launch::{ChildEnv, Supervisor, adopt_orphans, remove_tmpdir_parent, sweep_stale_tmpdirs};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use output::ReadOutput;
 pub use peer::from_own_command;
 pub use policy::Policy;
-pub use protocol::{MAX_COMMAND_BYTES, signal_name};
+
 pub use run::{
     CommandSpec, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_SECS, DEFAULT_YIELD_SECS, MAX_TIMEOUT_SECS,
     Outcome, Progress, ProgressFn, check_seconds, run,
 };
-pub use sandbox::{Active as SandboxActive, SandboxConfig, probe as probe_sandbox};
+pub use serverfs_supervisor::protocol::{MAX_COMMAND_BYTES, ViewProbe, signal_name};
+pub use serverfs_supervisor::{
+    Active as SandboxActive, Keep as KeptCapabilities, SandboxConfig, probe_confine, probe_sandbox,
+};
 pub use session::{MAX_WAIT_MS, Owner, SessionConfig, SessionInfo, Sessions};
 pub use settings::{CommandConfig, CommandSettings};
-pub use supervisor::supervise_main;
+pub use startup::{Notice, StartupError, check_confinement};
 
 /// Marks the server process non-dumpable (`PR_SET_DUMPABLE` 0): its
 /// `/proc/<pid>/environ`, `mem`, `fd/`… become root-owned and unreadable

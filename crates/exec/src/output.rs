@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::capped::CappedText;
-use crate::protocol::Ended;
+use serverfs_supervisor::protocol::Ended;
 
 /// The answer of [`crate::session::Sessions::read`], and shell_read's result as sent
 /// (`ShellReadResult`; the field docs a client reads are the

@@ -23,9 +23,9 @@ use crate::capped::CappedText;
 use crate::driver::{FAR, drive};
 use crate::launch::{ChildEnv, Spawned, Supervisor, internal, prepare_next, spawn_run};
 use crate::output::{Shared, Tail, drain};
-use crate::protocol::MAX_COMMAND_BYTES;
-use crate::sandbox::SandboxConfig;
 use crate::session::{Owner, Sessions};
+use serverfs_supervisor::SandboxConfig;
+use serverfs_supervisor::protocol::MAX_COMMAND_BYTES;
 
 /// Default `timeout_seconds`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;

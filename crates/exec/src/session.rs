@@ -8,7 +8,6 @@
 //! takes no input and still ends at its own timeout.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::Stdio;
@@ -26,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::driver::{STOP_GRACE, drive};
 use crate::launch::{ChildEnv, Supervisor, internal, spawn};
 use crate::output::{ReadOutput, SessionAudit, Shared, drain};
-use crate::sandbox::SandboxConfig;
+use serverfs_supervisor::SandboxConfig;
+use serverfs_supervisor::protocol::Mode;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
 /// the request's authenticated principal over HTTP (`anonymous` without
@@ -202,6 +202,25 @@ impl Drop for Session {
 struct Inner {
     cfg: SessionConfig,
     map: Mutex<HashMap<String, Arc<Session>>>,
+    /// The owners of sessions being opened (their shells start without the
+    /// map's lock): they count against the caps. Locked after `map`.
+    opening: Mutex<Vec<Owner>>,
+}
+
+/// A place held for a session of `owner` while its shell starts; given
+/// back when dropped (the session is in the map by then, or never will be).
+struct Opening<'a> {
+    inner: &'a Inner,
+    owner: Owner,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut opening = self.inner.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = opening.iter().position(|o| *o == self.owner) {
+            opening.swap_remove(i);
+        }
+    }
 }
 
 /// The registry of shell sessions. Cloning shares it. When the last clone
@@ -245,7 +264,7 @@ impl Sessions {
     /// reaper (a task that ends when the registry is dropped).
     pub fn new(cfg: SessionConfig) -> Self {
         let idle = cfg.idle_timeout;
-        let inner = Arc::new(Inner { cfg, map: Mutex::default() });
+        let inner = Arc::new(Inner { cfg, map: Mutex::default(), opening: Mutex::default() });
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let weak: Weak<Inner> = Arc::downgrade(&inner);
             let period = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
@@ -264,15 +283,18 @@ impl Sessions {
         self.inner.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `SERVER_BUSY` when `owner` may not have one more session.
+    /// `SERVER_BUSY` when `owner` may not have one more session (those
+    /// being opened count).
     fn check_room(
         &self,
         map: &HashMap<String, Arc<Session>>,
         owner: &Owner,
     ) -> Result<(), FsError> {
         let cfg = &self.inner.cfg;
-        if map.len() >= cfg.max_sessions
-            || map.values().filter(|s| s.owner == *owner).count() >= cfg.max_per_owner
+        let opening = self.inner.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        let owners = opening.iter().chain(map.values().map(|s| &s.owner));
+        if map.len() + opening.len() >= cfg.max_sessions
+            || owners.filter(|&o| o == owner).count() >= cfg.max_per_owner
         {
             return Err(FsError::new(
                 ErrorCode::ServerBusy,
@@ -332,8 +354,7 @@ impl Sessions {
         env: Option<&ChildEnv>,
     ) -> Result<String, FsError> {
         let cfg = &self.inner.cfg;
-        let mut map = self.map();
-        self.check_room(&map, owner)?;
+        let opening = self.reserve(owner)?;
         let id = new_id()?;
         let (reader, writer) =
             std::io::pipe().map_err(|e| internal("Could not create the output pipe", e))?;
@@ -341,7 +362,7 @@ impl Sessions {
             writer.try_clone().map_err(|e| internal("Could not create the output pipe", e))?;
         let spawned = spawn(
             &cfg.supervisor,
-            &[OsStr::new("session")],
+            &Mode::Session,
             cwd,
             env.unwrap_or(&cfg.env),
             cfg.sandbox.as_ref(),
@@ -376,8 +397,20 @@ impl Sessions {
                 drive(spawned, stop, drain(reader, None, Some((&shared, cap)), None)).await;
             shared.finish(ending.ended);
         });
-        map.insert(id.clone(), session);
+        self.map().insert(id.clone(), session);
+        drop(opening);
         Ok(id)
+    }
+
+    /// Holds a place for a session of `owner` (`SERVER_BUSY` past the
+    /// caps), so that its shell starts without the registry's lock: other
+    /// opens, reads and closes go on meanwhile.
+    fn reserve(&self, owner: &Owner) -> Result<Opening<'_>, FsError> {
+        let map = self.map();
+        self.check_room(&map, owner)?;
+        let mut opening = self.inner.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        opening.push(owner.clone());
+        Ok(Opening { inner: &self.inner, owner: owner.clone() })
     }
 
     /// Writes `input` to the shell's stdin (the caller applies
@@ -493,5 +526,48 @@ impl Sessions {
         for (_, s) in &all {
             s.shut().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shell being started holds a place, not the registry: another open
+    /// goes through meanwhile (with the registry locked across the start it
+    /// would wait forever), and the place counts against the caps.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_session_being_opened_holds_a_place_not_the_registry() {
+        // `true` stands in for the supervisor: it starts and exits at once.
+        let mut cfg = SessionConfig::new(Supervisor::new("true", [""; 0]));
+        cfg.max_per_owner = 2;
+        let sessions = Sessions::new(cfg);
+        let (alice, bob) = (Owner::new("alice"), Owner::new("bob"));
+        let place = sessions.reserve(&alice).unwrap();
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (other, runtime) = (sessions.clone(), tokio::runtime::Handle::current());
+        let open = |owner: Owner| {
+            let (other, runtime, tx) = (other.clone(), runtime.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let _entered = runtime.enter();
+                let _ = tx.send(other.open(&owner, Path::new("/"), None).map(|_| ()));
+            });
+        };
+        let waited = |rx: &std::sync::mpsc::Receiver<Result<(), FsError>>| {
+            rx.recv_timeout(Duration::from_secs(120))
+                .expect("an open waited for a session being opened elsewhere")
+        };
+        open(bob.clone());
+        waited(&rx).expect("bob's session opens while alice's starts");
+        open(alice.clone());
+        waited(&rx).expect("alice's second session fits beside the one starting");
+        open(alice.clone());
+        let refused = waited(&rx).expect_err("a third session of alice's is past her cap of 2");
+        assert_eq!(refused.code(), ErrorCode::ServerBusy);
+        drop(place);
+        open(alice);
+        waited(&rx).expect("the place given back is free again");
+        sessions.close_all().await;
     }
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serverfs_core::ConfigError;
 
-use crate::confine::Keep;
 use crate::limit::DEFAULT_RUNNING;
 use crate::policy::Policy;
-use crate::sandbox::SandboxConfig;
+use serverfs_supervisor::Keep;
+use serverfs_supervisor::SandboxConfig;
 
 /// The command flags (flattened into serverfs-dev's command line).
 #[derive(Debug, clap::Args)]
@@ -129,7 +129,7 @@ impl CommandSettings {
             sandbox,
             audit_text: self.audit_command_text,
             capabilities: Keep::parse(&self.command_capabilities)
-                .map_err(|e| ConfigError::new("SERVERFS_COMMAND_CAPABILITIES", e))?,
+                .map_err(|e| ConfigError::new("SERVERFS_COMMAND_CAPABILITIES", e.to_string()))?,
         })
     }
 

@@ -223,7 +223,7 @@ fn the_start_up_probe_fails_where_seccomp_is_refused() {
     })
     .join()
     .unwrap();
-    let e = refused.expect_err("the probe passed where seccomp is refused");
+    let e = refused.expect_err("the probe passed where seccomp is refused").to_string();
     assert!(e.contains("Operation not permitted") || e.contains("EPERM"), "{e}");
 }
 
@@ -293,7 +293,7 @@ async fn named_capabilities_are_kept_and_no_other() {
 fn capability_names_are_checked() {
     use serverfs_exec::KeptCapabilities;
     assert!(KeptCapabilities::parse(&["CAP_NET_BIND_SERVICE", " chown", ""]).is_ok());
-    let e = KeptCapabilities::parse(&["CAP_NOPE"]).unwrap_err();
+    let e = KeptCapabilities::parse(&["CAP_NOPE"]).unwrap_err().to_string();
     assert!(e.starts_with("'CAP_NOPE' is not a capability"), "{e}");
     assert!(KeptCapabilities::parse::<&str>(&[]).unwrap().is_empty());
 }

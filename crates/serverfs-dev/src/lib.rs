@@ -75,19 +75,6 @@ pub fn run() -> ExitCode {
         Ok(config) => config,
         Err(e) => return config_error(&e),
     };
-    // Commands run as this user must not read the server's environment or
-    // memory through /proc; orphans of a killed supervisor come back to us.
-    if let Err(e) =
-        serverfs_exec::harden_server_process().and_then(|()| serverfs_exec::adopt_orphans())
-    {
-        eprintln!("serverfs-dev: cannot harden the process: {e}");
-        return ExitCode::FAILURE;
-    }
-    // Commands' private TMPDIRs a killed server left behind.
-    let removed = serverfs_exec::sweep_stale_tmpdirs();
-    if removed > 0 {
-        tracing::info!(event = "stale_tmpdirs_removed", count = removed);
-    }
     if config.root_was_relative {
         tracing::info!(
             event = "relative_path_resolved",
@@ -106,48 +93,17 @@ pub fn run() -> ExitCode {
         Ok(project) => Arc::new(project),
         Err(e) => return config_error(&e),
     };
-    // The sandbox is checked once, after the root (so a missing root is
-    // named as such), in a thread of its own (the server itself is never
-    // restricted); the log says what it enforces.
-    match &config.commands.sandbox {
-        Some(sandbox) => match serverfs_exec::probe_sandbox(sandbox) {
-            Ok(active) => tracing::info!(event = "sandbox", active = %active),
-            Err(e) => return config_error(&ConfigError::new("SERVERFS_SANDBOX", e)),
-        },
-        None => tracing::warn!(
-            event = "sandbox",
-            active = "off (--sandbox off): commands can write anywhere this user can"
-        ),
-    }
-    // The sandbox's own view of the file system (read-only outside what
-    // commands may write): built once in a supervisor, so a kernel that
-    // cannot build it stops the server instead of failing every command.
-    if let Some(sandbox) = &config.commands.sandbox {
-        use serverfs_exec::ViewProbe;
-        const OWN: &str = "own mount namespace: read-only outside the writable paths, other commands' TMPDIRs hidden, own /dev/shm";
-        match supervisor.probe_view(sandbox) {
-            Ok(ViewProbe::OwnWithProc) => tracing::info!(
-                event = "sandbox_view",
-                active = format!("{OWN}, other processes hidden in /proc")
-            ),
-            Ok(ViewProbe::Own) => tracing::info!(
-                event = "sandbox_view",
-                active = format!("{OWN}; /proc shows other processes (a new /proc needs root)")
-            ),
-            Ok(ViewProbe::Shared) => tracing::warn!(
-                event = "sandbox_view",
-                active = "shared: this kernel refuses commands a mount namespace; Landlock holds, but metadata outside the writable paths (modes, times, xattrs) and other commands' TMPDIRs are within reach"
-            ),
-            Err(e) => {
-                eprintln!("serverfs-dev: cannot confine commands (mount namespace): {e}");
+    // After the root (so a missing root is named as such), before any
+    // command: every layer that confines commands, checked once.
+    match serverfs_exec::check_confinement(&supervisor, config.commands.sandbox.as_ref()) {
+        Ok(notices) => notices.iter().for_each(serverfs_exec::Notice::log),
+        Err(e) => match e.setting() {
+            Some(setting) => return config_error(&ConfigError::new(setting, e.to_string())),
+            None => {
+                eprintln!("serverfs-dev: {e}");
                 return ExitCode::FAILURE;
             }
-        }
-    }
-    // The seccomp filter every command runs under, sandbox on or off.
-    if let Err(e) = serverfs_exec::probe_confine(config.commands.sandbox.as_ref()) {
-        eprintln!("serverfs-dev: cannot confine commands (seccomp): {e}");
-        return ExitCode::FAILURE;
+        },
     }
     let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
         Ok(rt) => rt,

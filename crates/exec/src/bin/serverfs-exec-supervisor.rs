@@ -4,5 +4,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    serverfs_exec::supervise_main(std::env::args_os().skip(1))
+    serverfs_supervisor::main(std::env::args_os().skip(1))
 }

@@ -3,8 +3,12 @@
 //! command receives, and the status line it answers with. Both sides use
 //! this module and nothing else of each other.
 //!
-//! - Command line: `PROGRAM [PREFIX…] --serverfs-exec=VERSION [SANDBOX…]
-//!   MODE`, where `MODE` is `run COMMAND`, `session` or `ready`.
+//! - Command line: `PROGRAM [PREFIX…] --serverfs-exec=VERSION [CAPS…]
+//!   [SANDBOX…] MODE`, where `MODE` is a [`Mode`]: `run COMMAND`,
+//!   `session`, `ready` or `probe-view`.
+//! - Exit code: 0 when a status line was sent, [`EXIT_USAGE`] on a usage
+//!   error (another version's arguments included), 1 otherwise; the
+//!   `probe-view` mode answers with its exit code alone ([`ViewProbe`]).
 //! - Control channel (the supervisor's fd 0, a Unix socket pair): in
 //!   `session` mode the shell's input; in `ready` mode first one [`Order`];
 //!   its end (the server shut its writing down, or died) asks for the stop.
@@ -14,16 +18,17 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 /// The first argument of every supervisor command line: the version of this
 /// crate, so that a supervisor program left over from another release (it
 /// can be installed as a file of its own, beside the server) refuses to run
 /// instead of misreading the arguments.
-pub(crate) const PROTOCOL: &str = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
+pub const PROTOCOL: &str = concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION"));
 
 /// The environment variables a command may see; everything else is
 /// cleared.
-pub(crate) const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+pub const ENV_KEYS: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
 
 /// The longest command (Linux refuses a single argument over 128 KiB).
 pub const MAX_COMMAND_BYTES: usize = 100_000;
@@ -40,16 +45,16 @@ const MAX_ORDER_BYTES: usize = MAX_COMMAND_BYTES + 8192;
 /// directory rides along with the first byte as an `SCM_RIGHTS` file
 /// descriptor. Only the server holds the other end of the channel.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Order {
+pub struct Order {
     /// The text for `bash -c`.
-    pub(crate) command: OsString,
+    pub command: OsString,
     /// The command's private `TMPDIR` (absolute).
-    pub(crate) tmpdir: PathBuf,
+    pub tmpdir: PathBuf,
 }
 
 impl Order {
     /// The bytes of an order for `command` with `tmpdir`.
-    pub(crate) fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
+    pub fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
         use std::os::unix::ffi::OsStrExt;
         let len = tmpdir.as_os_str().len() + 1 + command.len();
         let mut bytes = Vec::with_capacity(4 + len);
@@ -61,14 +66,14 @@ impl Order {
     }
 
     /// The body's length from the 4-byte header; `None` past the limit.
-    pub(crate) fn body_len(header: [u8; 4]) -> Option<usize> {
+    pub fn body_len(header: [u8; 4]) -> Option<usize> {
         let len = u32::from_le_bytes(header) as usize;
         (len <= MAX_ORDER_BYTES).then_some(len)
     }
 
     /// The order in `body` (what follows the header); `None` when it is
     /// not one (no NUL, a relative `TMPDIR`, a NUL in the command).
-    pub(crate) fn decode(mut body: Vec<u8>) -> Option<Self> {
+    pub fn decode(mut body: Vec<u8>) -> Option<Self> {
         use std::os::unix::ffi::OsStringExt;
         let nul = body.iter().position(|&b| b == 0)?;
         let command = body.split_off(nul + 1);
@@ -83,12 +88,94 @@ impl Order {
     }
 }
 
+/// The start of the name of the directory that holds a server's private
+/// `TMPDIR`s (`serverfs-cmd-<server pid>`): the server makes it, a
+/// supervisor's view hides the others in it.
+pub const TMPDIR_PARENT_PREFIX: &str = "serverfs-cmd-";
+
+/// The exit code of a supervisor whose command line it cannot read (made
+/// for another version, or malformed).
+pub const EXIT_USAGE: u8 = 2;
+
+/// What a supervisor is started for: the last words of its command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `run COMMAND`: `bash --noprofile --norc -c COMMAND`, stdin
+    /// `/dev/null`.
+    Run(OsString),
+    /// `session`: `bash --noprofile --norc` reading the control channel's
+    /// bytes.
+    Session,
+    /// `ready`: started ahead of its command, it waits for an [`Order`].
+    Ready,
+    /// `probe-view`: the server's start-up check of the sandbox's view of
+    /// the file system; answers with a [`ViewProbe`] exit code.
+    ProbeView,
+}
+
+impl Mode {
+    /// The words on the command line.
+    pub fn to_args(&self) -> Vec<OsString> {
+        match self {
+            Self::Run(command) => vec!["run".into(), command.clone()],
+            Self::Session => vec!["session".into()],
+            Self::Ready => vec!["ready".into()],
+            Self::ProbeView => vec!["probe-view".into()],
+        }
+    }
+
+    /// The mode `args` (the rest of the command line) name; `None` when
+    /// they name none, or say more.
+    pub fn from_args(args: impl IntoIterator<Item = OsString>) -> Option<Self> {
+        let mut args = args.into_iter();
+        let mode = match args.next()?.to_str()? {
+            "run" => Self::Run(args.next()?),
+            "session" => Self::Session,
+            "ready" => Self::Ready,
+            "probe-view" => Self::ProbeView,
+            _ => return None,
+        };
+        args.next().is_none().then_some(mode)
+    }
+}
+
+/// What commands' view of the file system is on this kernel: the answer of
+/// a supervisor started in [`Mode::ProbeView`], as its exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewProbe {
+    /// Their own, with a `/proc` that shows only their own processes
+    /// (exit 0).
+    OwnWithProc,
+    /// Their own, with the host's `/proc` (read-only): not root (exit 4).
+    Own,
+    /// The server's: the kernel refuses the namespaces (exit 3).
+    Shared,
+}
+
+impl ViewProbe {
+    const CODES: [(Self, u8); 3] = [(Self::OwnWithProc, 0), (Self::Own, 4), (Self::Shared, 3)];
+
+    /// The supervisor's exit code for it.
+    pub fn exit_code(self) -> ExitCode {
+        Self::CODES
+            .iter()
+            .find(|(probe, _)| *probe == self)
+            .map_or(ExitCode::FAILURE, |&(_, code)| code.into())
+    }
+
+    /// The answer an exit code gives; `None` for any other (the probe
+    /// failed: 1 with why on its stderr, or it did not run).
+    pub fn from_exit_code(code: Option<i32>) -> Option<Self> {
+        Self::CODES.iter().find(|&&(_, c)| code == Some(i32::from(c))).map(|&(probe, _)| probe)
+    }
+}
+
 /// The longest status line; anything longer is not one.
-pub(crate) const MAX_STATUS_LINE: usize = 256;
+pub const MAX_STATUS_LINE: usize = 256;
 
 /// The end of `bash`: an exit code or a signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub enum Ended {
     /// `exit N`.
     Exit(i32),
     /// Killed by signal N.
@@ -97,7 +184,7 @@ pub(crate) enum Ended {
 
 impl Ended {
     /// The status line for this end.
-    pub(crate) fn line(self) -> String {
+    pub fn line(self) -> String {
         match self {
             Self::Exit(code) => format!("exit {code}\n"),
             Self::Signal(n) => format!("signal {n}\n"),
@@ -106,7 +193,7 @@ impl Ended {
 
     /// Parses a status line (`exit N` / `signal N`); anything else (an
     /// `error …` line, nothing at all) is `None`.
-    pub(crate) fn parse(line: &[u8]) -> Option<Self> {
+    pub fn parse(line: &[u8]) -> Option<Self> {
         let line = std::str::from_utf8(line).ok()?.trim_end();
         if let Some(n) = line.strip_prefix("exit ") {
             return n.parse().ok().map(Self::Exit);
@@ -118,21 +205,23 @@ impl Ended {
     }
 
     /// `exit N` or the signal's name, for audit lines.
-    pub(crate) fn status(self) -> String {
+    pub fn status(self) -> String {
         match self {
             Self::Exit(code) => format!("exit {code}"),
             Self::Signal(n) => signal_name(n),
         }
     }
 
-    pub(crate) fn exit_code(self) -> Option<i32> {
+    /// The exit code, when it exited.
+    pub fn exit_code(self) -> Option<i32> {
         match self {
             Self::Exit(code) => Some(code),
             Self::Signal(_) => None,
         }
     }
 
-    pub(crate) fn signal_name(self) -> Option<String> {
+    /// The signal's name, when a signal ended it.
+    pub fn signal_name(self) -> Option<String> {
         match self {
             Self::Exit(_) => None,
             Self::Signal(n) => Some(signal_name(n)),
@@ -144,7 +233,7 @@ impl Ended {
 /// server logs the word; a line that is not one of these is logged as
 /// `unknown`, so a forged line never reaches the log verbatim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// Could not become a child subreaper.
     Subreaper,
     /// Could not catch its signals.
@@ -182,7 +271,7 @@ impl Failure {
     ];
 
     /// The word on the wire and in the log.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Subreaper => "subreaper",
             Self::Signals => "signals",
@@ -198,12 +287,12 @@ impl Failure {
     }
 
     /// The status line for this failure.
-    pub(crate) fn line(self) -> String {
+    pub fn line(self) -> String {
         format!("error {}\n", self.as_str())
     }
 
     /// The failure an `error WHAT` line names; `None` for anything else.
-    pub(crate) fn parse(line: &[u8]) -> Option<Self> {
+    pub fn parse(line: &[u8]) -> Option<Self> {
         let word = std::str::from_utf8(line).ok()?.trim_end().strip_prefix("error ")?;
         Self::ALL.into_iter().find(|f| f.as_str() == word)
     }
@@ -282,5 +371,21 @@ mod tests {
         assert_eq!(Order::decode(b"relative\0echo".to_vec()), None);
         assert_eq!(Order::decode(b"/tmp/x\0echo\0hi".to_vec()), None);
         assert_eq!(Order::decode(b"/tmp/x".to_vec()), None);
+    }
+
+    #[test]
+    fn modes_and_probe_answers_round_trip() {
+        for mode in [Mode::Run("echo hi".into()), Mode::Session, Mode::Ready, Mode::ProbeView] {
+            assert_eq!(Mode::from_args(mode.to_args()), Some(mode));
+        }
+        assert_eq!(Mode::from_args(["run".into()]), None);
+        assert_eq!(Mode::from_args(["session".into(), "x".into()]), None);
+        assert_eq!(Mode::from_args(["walk".into()]), None);
+        for (probe, code) in ViewProbe::CODES {
+            assert_eq!(ViewProbe::from_exit_code(Some(code.into())), Some(probe));
+            assert_eq!(probe.exit_code(), ExitCode::from(code));
+        }
+        assert_eq!(ViewProbe::from_exit_code(Some(1)), None);
+        assert_eq!(ViewProbe::from_exit_code(None), None);
     }
 }

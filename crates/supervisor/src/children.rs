@@ -24,7 +24,7 @@ use std::io::Read;
 
 /// The pids of our children, from every thread's `children` file; `None`
 /// when the files are missing (or unreadable).
-pub(crate) fn listed() -> Option<Vec<i32>> {
+pub fn listed() -> Option<Vec<i32>> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     let mut pids = Vec::new();
     // One read per file when it fits: the kernel walks the list once per
@@ -68,13 +68,18 @@ fn path_parent_gone(children: &std::path::Path) -> bool {
 }
 
 /// The pids of our children, from a scan of every `/proc/<pid>/stat`.
-pub(crate) fn scanned() -> Vec<i32> {
+pub fn scanned() -> Vec<i32> {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != me && parent_of(pid) == Some(me))
         .collect()
+}
+
+/// Whether `pid` is a child of ours now (its `/proc/PID/stat` says so).
+pub fn is_ours(pid: i32) -> bool {
+    parent_of(pid) == Some(std::process::id() as i32)
 }
 
 /// The parent pid from `/proc/PID/stat` (the field after the state, after

@@ -1,10 +1,7 @@
 //! The per-command supervisor: a tiny process between the server and
 //! `bash` that makes sure no descendant of the command outlives it.
 //!
-//! This is the supervisor program, the child side of the process boundary:
-//! it uses the wire format (`protocol`), the sandbox's rules and the
-//! children listing, and nothing of the server's side. The server starts it
-//! (see `launch`) with:
+//! The server starts it (see `serverfs-exec`'s `launch`) with:
 //!
 //! - fd 0: one end of a Unix socket pair, the *control channel*. The server
 //!   writes shell input on it (session mode only) and closes it to ask for
@@ -48,18 +45,8 @@ use rustix::process::{
 use crate::children;
 use crate::confine::{Filter, Keep};
 use crate::mounts::View;
-use crate::protocol::{ENV_KEYS, Ended, Failure, Order, PROTOCOL};
+use crate::protocol::{ENV_KEYS, EXIT_USAGE, Ended, Failure, Mode, Order, PROTOCOL, ViewProbe};
 use crate::sandbox::{Prepared, SandboxConfig};
-
-/// What the supervisor is asked to run.
-enum Mode {
-    /// `bash --noprofile --norc -c COMMAND`, stdin `/dev/null`.
-    Run(OsString),
-    /// `bash --noprofile --norc` reading the control channel's bytes.
-    Session,
-    /// Started ahead of its command: wait for an [`Order`].
-    Ready,
-}
 
 /// Waits for the order and moves into its directory. `Ok(None)`: the
 /// channel ended first (the server no longer needs this supervisor).
@@ -106,14 +93,13 @@ fn receive_order(control: &OwnedFd) -> Result<Option<Order>, Failure> {
 
 /// The supervisor's entry point. `args` are the arguments after the program
 /// (and after the hidden subcommand, when the server's own binary is the
-/// supervisor): the protocol version, the sandbox options if any (see
-/// [`SandboxConfig`]), then `run COMMAND` or `session`.
+/// supervisor): the protocol version, the capabilities kept and the sandbox
+/// options if any (see [`SandboxConfig`]), then the [`Mode`].
 ///
-/// It never writes to stdout or stderr (they belong to the command); its
-/// result goes to the server on the control channel. The exit code is 0
-/// when a status line was sent, 2 on a usage error (another version's
-/// arguments included), 1 otherwise.
-pub fn supervise_main<I>(args: I) -> ExitCode
+/// It never writes to stdout (it belongs to the command), nor to stderr but
+/// in `probe-view` mode; its result goes to the server on the control
+/// channel, and its exit code is the protocol's (see [`crate::protocol`]).
+pub fn main<I>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = OsString>,
 {
@@ -127,23 +113,16 @@ where
         return ExitCode::FAILURE;
     }
     let mut args = args.into_iter().peekable();
+    let usage = ExitCode::from(EXIT_USAGE);
     if args.next().is_none_or(|a| a != PROTOCOL) {
-        return ExitCode::from(2);
+        return usage;
     }
-    let Ok(keep) = Keep::from_args(&mut args) else {
-        return ExitCode::from(2);
-    };
-    let Ok(sandbox) = SandboxConfig::from_args(&mut args) else {
-        return ExitCode::from(2);
-    };
-    if args.next_if(|a| a == "probe-view").is_some() {
-        return probe_view(sandbox.as_ref());
-    }
-    let mode = match (args.next(), args.next(), args.next()) {
-        (Some(m), Some(command), None) if m == "run" => Mode::Run(command),
-        (Some(m), None, None) if m == "session" => Mode::Session,
-        (Some(m), None, None) if m == "ready" => Mode::Ready,
-        _ => return ExitCode::from(2),
+    let Ok(keep) = Keep::from_args(&mut args) else { return usage };
+    let Ok(sandbox) = SandboxConfig::from_args(&mut args) else { return usage };
+    let mode = match Mode::from_args(args) {
+        Some(Mode::ProbeView) => return probe_view(sandbox.as_ref()),
+        Some(mode) => mode,
+        None => return usage,
     };
     // Our own copy of the control channel (close-on-exec, so bash never
     // sees it; bash's fd 0 is /dev/null or a pipe).
@@ -182,17 +161,15 @@ where
     }
 }
 
-/// `probe-view` (the server's start-up check, see
-/// [`crate::launch::Supervisor::probe_view`]): enters the sandbox's view
-/// of the file system and exits 0 (4 when its `/proc` is the host's), or 3
-/// where the kernel refuses the namespaces, or 1 with why on stderr when
-/// building it failed.
+/// `probe-view` (the server's start-up check): enters the sandbox's view
+/// of the file system and exits with the [`ViewProbe`] it found, or 1 with
+/// why on stderr when building it failed.
 fn probe_view(sandbox: Option<&SandboxConfig>) -> ExitCode {
-    let Some(sandbox) = sandbox else { return ExitCode::from(2) };
+    let Some(sandbox) = sandbox else { return ExitCode::from(EXIT_USAGE) };
     match View::enter(sandbox) {
-        Ok(Some(view)) if view.own_proc() => ExitCode::SUCCESS,
-        Ok(Some(_)) => ExitCode::from(4),
-        Ok(None) => ExitCode::from(3),
+        Ok(Some(view)) if view.own_proc() => ViewProbe::OwnWithProc.exit_code(),
+        Ok(Some(_)) => ViewProbe::Own.exit_code(),
+        Ok(None) => ViewProbe::Shared.exit_code(),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{e}");
             ExitCode::FAILURE
@@ -323,7 +300,7 @@ impl Setup {
         match &mode {
             Mode::Run(command) => bash.arg("-c").arg(command).stdin(Stdio::null()),
             Mode::Session => bash.stdin(Stdio::piped()),
-            Mode::Ready => return Err(()),
+            Mode::Ready | Mode::ProbeView => return Err(()),
         };
         bash.env_clear();
         for key in ENV_KEYS {

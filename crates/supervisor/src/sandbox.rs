@@ -36,8 +36,10 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
+
+use crate::Error;
 
 /// The newest ABI whose rules this module was written and tested against.
 const TESTED_ABI: ABI = ABI::V7;
@@ -86,7 +88,7 @@ impl SandboxConfig {
 
     /// The supervisor's arguments that carry this configuration (parsed
     /// back by [`SandboxConfig::from_args`]).
-    pub(crate) fn to_args(&self, tmpdir: Option<&Path>) -> Vec<OsString> {
+    pub fn to_args(&self, tmpdir: Option<&Path>) -> Vec<OsString> {
         let mut args = vec![OsString::from("--landlock"), self.root.clone().into()];
         for p in self.writable.iter().map(PathBuf::as_path).chain(tmpdir) {
             args.push("--write".into());
@@ -133,31 +135,29 @@ impl SandboxConfig {
 
     /// Restricts the calling thread (and so every process it starts from
     /// now on). Call it in a thread that does nothing else.
-    pub(crate) fn restrict_this_thread(&self) -> Result<Active, String> {
+    pub(crate) fn restrict_this_thread(&self) -> Result<Active, Error> {
         self.prepare()?.restrict_this_thread(None)
     }
 
     /// Creates the Landlock ruleset with every rule of this configuration,
     /// without enforcing it yet: a supervisor started ahead of its command
     /// does this before the command comes.
-    pub(crate) fn prepare(&self) -> Result<Prepared, String> {
+    pub(crate) fn prepare(&self) -> Result<Prepared, Error> {
         let abi = self.abi();
         if abi == ABI::Unsupported {
-            return Err("Landlock is disabled (max ABI 0)".to_owned());
+            return Err(Error::LandlockUnavailable("Landlock is disabled (max ABI 0)".to_owned()));
         }
         let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
-        let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(all)
-            .map_err(error)?;
+        let mut ruleset =
+            Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all)?;
         let net = AccessNet::from_all(abi);
         if !self.network && !net.is_empty() {
-            ruleset = ruleset.handle_access(net).map_err(error)?;
+            ruleset = ruleset.handle_access(net)?;
         }
         let scope = Scope::from_all(abi);
         if !scope.is_empty() {
-            ruleset = ruleset.scope(scope).map_err(error)?;
+            ruleset = ruleset.scope(scope)?;
         }
         let writable: Vec<&Path> = std::iter::once(self.root.as_path())
             .chain(self.writable.iter().map(PathBuf::as_path))
@@ -168,18 +168,11 @@ impl SandboxConfig {
             None => vec![Path::new("/")],
         };
         let ruleset = ruleset
-            .create()
-            .map_err(error)?
-            .add_rules(path_beneath_rules(&readable, read))
-            .map_err(error)?
-            .add_rules(path_beneath_rules(&writable, all))
-            .map_err(error)?;
+            .create()?
+            .add_rules(path_beneath_rules(&readable, read))?
+            .add_rules(path_beneath_rules(&writable, all))?;
         Ok(Prepared { ruleset, abi, network: self.network })
     }
-}
-
-fn error(e: RulesetError) -> String {
-    e.to_string()
 }
 
 /// A sandbox's ruleset, created but not yet enforced (see
@@ -194,22 +187,20 @@ impl Prepared {
     /// Adds `writable` (a command's private `TMPDIR`) with every right,
     /// then restricts the calling thread (and so every process it starts
     /// from now on). Call it in a thread that does nothing else.
-    pub(crate) fn restrict_this_thread(self, writable: Option<&Path>) -> Result<Active, String> {
+    pub(crate) fn restrict_this_thread(self, writable: Option<&Path>) -> Result<Active, Error> {
         let Prepared { ruleset, abi, network } = self;
         let status = ruleset
-            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
-            .map_err(error)?
-            .restrict_self()
-            .map_err(error)?;
+            .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?
+            .restrict_self()?;
         let kernel_abi = match status.landlock {
             LandlockStatus::Available { effective_abi, .. } => effective_abi as i32,
             LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
         };
         if status.ruleset == RulesetStatus::NotEnforced || kernel_abi == 0 {
-            return Err(format!(
+            return Err(Error::LandlockUnavailable(format!(
                 "Landlock is not available on this kernel ({:?})",
                 status.landlock
-            ));
+            )));
         }
         let abi = kernel_abi.min(abi as i32);
         Ok(Active { abi, network_off: !network && abi >= 4, scoped: abi >= 6 })
@@ -242,13 +233,15 @@ impl std::fmt::Display for Active {
 /// Checks at start-up that the sandbox can be applied here, in a thread
 /// that ends right after (the caller stays unrestricted), and says what it
 /// enforces. The paths were checked to exist when the settings were read
-/// (`CommandSettings::config`). The error names the way out.
-pub fn probe(cfg: &SandboxConfig) -> Result<Active, String> {
+/// (`CommandSettings::config`).
+///
+/// # Errors
+/// Why Landlock cannot be applied here.
+pub fn probe(cfg: &SandboxConfig) -> Result<Active, Error> {
     let cfg = cfg.clone();
     std::thread::spawn(move || cfg.restrict_this_thread())
         .join()
-        .map_err(|_| "the sandbox probe panicked".to_owned())?
-        .map_err(|e| format!("{e}; start with --sandbox off to run commands without a sandbox"))
+        .map_err(|_| Error::ProbePanicked)?
 }
 
 #[cfg(test)]

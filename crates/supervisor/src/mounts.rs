@@ -51,11 +51,9 @@ use rustix::fs::{StatVfsMountFlags, statvfs};
 use rustix::io::Errno;
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
+use crate::Error;
+use crate::protocol::TMPDIR_PARENT_PREFIX;
 use crate::sandbox::SandboxConfig;
-
-/// The start of the name of the directory that holds a server's private
-/// `TMPDIR`s (`serverfs-cmd-<server pid>`).
-pub(crate) const TMPDIR_PARENT_PREFIX: &str = "serverfs-cmd-";
 
 /// Paths bound back writable beside the root and `--command-writable`
 /// (the directories of the sandbox's always-writable list; its devices are
@@ -76,7 +74,7 @@ impl View {
     /// # Errors
     /// A step after the namespace was made failed (the view would be half
     /// built: no command must run in it).
-    pub(crate) fn enter(sandbox: &SandboxConfig) -> Result<Option<Self>, String> {
+    pub(crate) fn enter(sandbox: &SandboxConfig) -> Result<Option<Self>, Error> {
         let mut writable: Vec<PathBuf> = std::iter::once(sandbox.root.clone())
             .chain(sandbox.writable.iter().cloned())
             .chain(BOUND_BACK.iter().map(PathBuf::from))
@@ -103,7 +101,7 @@ impl View {
         match unshare(rustix::thread::UnshareFlags::NEWNS) {
             Ok(()) => {}
             Err(Errno::PERM | Errno::ACCESS | Errno::INVAL | Errno::NOSPC) => return Ok(None),
-            Err(e) => return Err(format!("mount namespace: {e}")),
+            Err(e) => return Err(Error::os("mount namespace", e)),
         }
         // Nothing done here reaches the server's namespace, and nothing
         // mounted there later reaches this one.
@@ -112,13 +110,13 @@ impl View {
             Ok(()) => {}
             // A user namespace without capabilities (a restricting policy).
             Err(Errno::PERM | Errno::ACCESS) => return Ok(None),
-            Err(e) => return Err(format!("private propagation: {e}")),
+            Err(e) => return Err(Error::os("private propagation", e)),
         }
         for mount_point in mount_points()? {
             match remount(&mount_point, true) {
                 // Not reachable by path (so not by a command either).
                 Ok(()) | Err(Errno::NOENT | Errno::ACCESS | Errno::NOTDIR | Errno::LOOP) => {}
-                Err(e) => return Err(format!("read-only {}: {e}", mount_point.display())),
+                Err(e) => return Err(Error::os_at("read-only", mount_point, e)),
             }
         }
         for (path, read_only) in writable.iter().zip(was_read_only) {
@@ -127,9 +125,9 @@ impl View {
                 // A writable path that is not there (/dev/pts in a
                 // minimal container): nothing to bind back.
                 Err(Errno::NOENT) => continue,
-                Err(e) => return Err(format!("bind {}: {e}", path.display())),
+                Err(e) => return Err(Error::os_at("bind", path, e)),
             }
-            remount(path, read_only).map_err(|e| format!("writable {}: {e}", path.display()))?;
+            remount(path, read_only).map_err(|e| Error::os_at("writable", path, e))?;
         }
         // A /proc that shows only the processes the command may ptrace:
         // those of its own Landlock domain. The kernel lets only a holder of
@@ -145,13 +143,13 @@ impl View {
         ) {
             Ok(()) => true,
             Err(Errno::PERM | Errno::INVAL) => false,
-            Err(e) => return Err(format!("/proc: {e}")),
+            Err(e) => return Err(Error::os("/proc", e)),
         };
         let shm_flags = MountFlags::NOSUID | MountFlags::NODEV;
         if own_shm {
             match rustix::mount::mount("tmpfs", shm, "tmpfs", shm_flags, c"mode=1777") {
                 Ok(()) | Err(Errno::NOENT) => {}
-                Err(e) => return Err(format!("/dev/shm: {e}")),
+                Err(e) => return Err(Error::os("/dev/shm", e)),
             }
         }
         Ok(Some(Self { own_proc }))
@@ -166,7 +164,7 @@ impl View {
     /// system in which only `tmpdir` is (bound back): the other commands'
     /// `TMPDIR`s are invisible. Nothing is done when `tmpdir` is not in a
     /// server's `TMPDIR` directory.
-    pub(crate) fn hide_other_tmpdirs(&self, tmpdir: &Path) -> Result<(), String> {
+    pub(crate) fn hide_other_tmpdirs(&self, tmpdir: &Path) -> Result<(), Error> {
         let (Some(parent), Some(name)) = (tmpdir.parent(), tmpdir.file_name()) else {
             return Ok(());
         };
@@ -176,7 +174,7 @@ impl View {
         {
             return Ok(());
         }
-        let fail = |what: &str, e: Errno| format!("TMPDIR {what}: {e}");
+        let fail = |step: &'static str, e: Errno| Error::os_at(step, tmpdir, e);
         let own = rustix::fs::open(
             tmpdir,
             rustix::fs::OFlags::PATH
@@ -185,15 +183,15 @@ impl View {
                 | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
-        .map_err(|e| fail("open", e))?;
+        .map_err(|e| fail("TMPDIR open", e))?;
         let empty = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
         rustix::mount::mount("tmpfs", parent, "tmpfs", empty, c"mode=0700,size=64k")
-            .map_err(|e| fail("cover", e))?;
+            .map_err(|e| fail("TMPDIR cover", e))?;
         let place = parent.join(name);
-        rustix::fs::mkdir(&place, rustix::fs::Mode::RWXU).map_err(|e| fail("mkdir", e))?;
+        rustix::fs::mkdir(&place, rustix::fs::Mode::RWXU).map_err(|e| fail("TMPDIR mkdir", e))?;
         rustix::mount::mount_bind(format!("/proc/self/fd/{}", own.as_raw_fd()), &place)
-            .map_err(|e| fail("bind", e))?;
-        remount(parent, true).map_err(|e| fail("read-only", e))
+            .map_err(|e| fail("TMPDIR bind", e))?;
+        remount(parent, true).map_err(|e| fail("TMPDIR read-only", e))
     }
 
     /// Moves the working directory onto the view's mounts: the same
@@ -227,7 +225,7 @@ pub(crate) fn unshare(flags: rustix::thread::UnshareFlags) -> rustix::io::Result
 /// Enters a user namespace in which this process keeps its uid and gid
 /// and has the capabilities to build the view: `Ok(false)` when the kernel
 /// refuses.
-fn own_user_namespace() -> Result<bool, String> {
+fn own_user_namespace() -> Result<bool, Error> {
     use rustix::process::{DumpableBehavior, getegid, geteuid, set_dumpable_behavior};
     let (uid, gid) = (geteuid().as_raw(), getegid().as_raw());
     match unshare(rustix::thread::UnshareFlags::NEWUSER) {
@@ -235,17 +233,17 @@ fn own_user_namespace() -> Result<bool, String> {
         Err(Errno::PERM | Errno::ACCESS | Errno::INVAL | Errno::NOSPC | Errno::USERS) => {
             return Ok(false);
         }
-        Err(e) => return Err(format!("user namespace: {e}")),
+        Err(e) => return Err(Error::os("user namespace", e)),
     }
     // A non-dumpable process's /proc files belong to root, and the maps
     // are written there: dumpable for as long as that takes (no command
     // runs yet, and Landlock keeps others' from ptrace).
-    set_dumpable_behavior(DumpableBehavior::Dumpable).map_err(|e| e.to_string())?;
+    set_dumpable_behavior(DumpableBehavior::Dumpable).map_err(|e| Error::os("dumpable", e))?;
     let written = std::fs::write("/proc/self/setgroups", "deny")
         .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
         .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")));
-    set_dumpable_behavior(DumpableBehavior::NotDumpable).map_err(|e| e.to_string())?;
-    written.map_err(|e| format!("user namespace maps: {e}"))?;
+    set_dumpable_behavior(DumpableBehavior::NotDumpable).map_err(|e| Error::os("dumpable", e))?;
+    written.map_err(|error| Error::Io { step: "user namespace maps", error })?;
     Ok(true)
 }
 
@@ -272,8 +270,9 @@ fn remount(path: &Path, read_only: bool) -> rustix::io::Result<()> {
 
 /// Every mount point in this namespace (`/proc/self/mountinfo`'s fifth
 /// field, its `\ooo` escapes undone).
-fn mount_points() -> Result<Vec<PathBuf>, String> {
-    let info = std::fs::read("/proc/self/mountinfo").map_err(|e| format!("mountinfo: {e}"))?;
+fn mount_points() -> Result<Vec<PathBuf>, Error> {
+    let info = std::fs::read("/proc/self/mountinfo")
+        .map_err(|error| Error::Io { step: "mountinfo", error })?;
     Ok(info
         .split(|&b| b == b'\n')
         .filter_map(|line| line.split(|&b| b == b' ').nth(4))

@@ -58,6 +58,7 @@
 
 use rustix::thread::CapabilitySet;
 
+use crate::Error;
 use crate::sandbox::SandboxConfig;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -81,15 +82,13 @@ impl Keep {
     ///
     /// # Errors
     /// The first name that is not a capability.
-    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, Error> {
         let mut set = CapabilitySet::empty();
         for name in names.iter().map(|n| n.as_ref().trim()).filter(|n| !n.is_empty()) {
             let upper = name.to_ascii_uppercase();
             let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
             let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
-            let flag = CapabilitySet::from_name(bare).ok_or_else(|| {
-                format!("'{shown}' is not a capability (e.g. CAP_NET_BIND_SERVICE)")
-            })?;
+            let flag = CapabilitySet::from_name(bare).ok_or(Error::UnknownCapability(shown))?;
             set |= flag;
         }
         Ok(Self(set))
@@ -106,7 +105,7 @@ impl Keep {
     }
 
     /// The supervisor's arguments that carry it (none when empty).
-    pub(crate) fn to_args(self) -> Vec<std::ffi::OsString> {
+    pub fn to_args(self) -> Vec<std::ffi::OsString> {
         if self.is_empty() {
             return Vec::new();
         }
@@ -130,18 +129,18 @@ pub(crate) struct Filter(BpfProgram);
 
 /// A condition on argument `index` as a 32-bit value (every argument the
 /// rules look at is an `int`).
-fn arg32(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
-    SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+fn arg32(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Error> {
+    Ok(SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value)?)
 }
 
-fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
-    SeccompRule::new(conditions).map_err(|e| e.to_string())
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, Error> {
+    Ok(SeccompRule::new(conditions)?)
 }
 
 impl Filter {
     /// The filter of the module docs for commands under `sandbox` (its
     /// `--command-network`; with the sandbox off the network is on).
-    pub(crate) fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, String> {
+    pub(crate) fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, Error> {
         let network = sandbox.is_none_or(|s| s.network);
         use SeccompCmpOp::{Eq, MaskedEq, Ne};
         let always = [
@@ -220,26 +219,25 @@ impl Filter {
                 vec![rule(vec![arg32(0, Ne, who_process)?])?, rule(vec![arg32(1, Ne, 0)?])?],
             ));
         }
-        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+        let arch = TargetArch::try_from(std::env::consts::ARCH)?;
         let filter = SeccompFilter::new(
             rules.into_iter().collect(),
             SeccompAction::Allow,
             SeccompAction::Errno(libc::EPERM as u32),
             arch,
-        )
-        .map_err(|e| e.to_string())?;
-        let program = BpfProgram::try_from(filter).map_err(|e| e.to_string())?;
+        )?;
+        let program = BpfProgram::try_from(filter)?;
         Ok(Self(program))
     }
 
     /// Confines the calling thread (and so what it starts): no
     /// capabilities when it has any (root), no new privileges, the filter.
     /// Call it in a thread of its own that then starts bash and ends.
-    pub(crate) fn confine_this_thread(&self, keep: Keep) -> Result<(), String> {
-        own_ipc().map_err(|e| format!("IPC namespace: {e}"))?;
-        drop_capabilities(keep.0).map_err(|e| format!("capabilities: {e}"))?;
+    pub(crate) fn confine_this_thread(&self, keep: Keep) -> Result<(), Error> {
+        own_ipc().map_err(|e| Error::os("IPC namespace", e))?;
+        drop_capabilities(keep.0).map_err(|e| Error::os("capabilities", e))?;
         // Also sets no_new_privs.
-        seccompiler::apply_filter(&self.0).map_err(|e| e.to_string())
+        Ok(seccompiler::apply_filter(&self.0)?)
     }
 }
 
@@ -251,11 +249,12 @@ impl Filter {
 ///
 /// # Errors
 /// Why the filter cannot be compiled or installed.
-pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), String> {
+pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), Error> {
     let filter = Filter::new(sandbox)?;
-    std::thread::spawn(move || seccompiler::apply_filter(&filter.0).map_err(|e| e.to_string()))
+    std::thread::spawn(move || seccompiler::apply_filter(&filter.0))
         .join()
-        .map_err(|_| "the probe thread panicked".to_owned())?
+        .map_err(|_| Error::ProbePanicked)?
+        .map_err(Error::from)
 }
 
 /// Gives what this thread starts an IPC namespace of its own when it may

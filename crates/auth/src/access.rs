@@ -163,6 +163,8 @@ impl AccessConfig {
     /// # Errors
     /// A team that is not one of those forms, or no usable AUD tag (the
     /// messages do not name a setting; callers prefix theirs).
+    // A `String`: the message of the `ConfigError` the caller names the
+    // setting for; no caller tells its causes apart.
     pub fn new<S: AsRef<str>>(team: &str, audiences: &[S]) -> Result<Self, String> {
         let issuer = team_issuer(team)?;
         let audiences: Vec<String> = audiences
@@ -197,6 +199,8 @@ impl AccessConfig {
     /// # Errors
     /// An unparsable URL, another scheme, `http` to a non-loopback host, or
     /// credentials in the URL.
+    // A `String`: the message of the `ConfigError` the caller names the
+    // setting for; no caller tells its causes apart.
     pub fn with_certs_url(mut self, url: &str) -> Result<Self, String> {
         let parsed = Url::parse(url.trim()).map_err(|e| format!("not a URL: {e}"))?;
         if !parsed.username().is_empty() || parsed.password().is_some() {
@@ -245,6 +249,7 @@ impl AccessConfig {
 }
 
 /// The issuer URL of a team given as a name, a domain or the issuer itself.
+// A `String` error: part of `AccessConfig::new`'s message.
 fn team_issuer(team: &str) -> Result<String, String> {
     let team = team.trim().trim_end_matches('/').to_ascii_lowercase();
     let host = if let Some(rest) = team.strip_prefix("https://") {
@@ -346,6 +351,8 @@ impl AccessJwt {
     ///
     /// # Errors
     /// If the TLS configuration or the HTTP client cannot be built.
+    // A `String`: a start-up message (rustls' and hyper's errors as text);
+    // the caller only prints it.
     pub fn new(config: AccessConfig) -> Result<Self, String> {
         ensure_jwt_crypto();
         let client = http_client(&config.certs_url)?;
@@ -378,6 +385,7 @@ impl AccessJwt {
     ///
     /// # Errors
     /// Why the fetch failed (safe to log).
+    // A `String`: the caller only logs it (see `fetch`).
     pub async fn prefetch(&self) -> Result<usize, String> {
         let mut state = self.inner.refresh.lock().await;
         state.last_attempt = Some(Instant::now());
@@ -485,6 +493,9 @@ impl AccessJwt {
     }
 
     /// One GET of the certs URL: the RS256 signing keys it lists, by `kid`.
+    // A `String`: what failed, for the log line only (HTTP status, body,
+    // JSON, key errors); no caller branches on it, and it never reaches a
+    // client.
     async fn fetch(&self) -> Result<HashMap<String, Arc<DecodingKey>>, String> {
         use http_body_util::BodyExt;
         let url = &self.inner.config.certs_url;
@@ -618,6 +629,7 @@ type HttpsClient = hyper_util::client::legacy::Client<
 /// The HTTPS client for the certs URL: hyper with rustls on *ring* and the
 /// system's roots (no process-wide TLS default is needed or installed), no
 /// proxy, no redirects; plain `http` only for a loopback override.
+// A `String`: part of `AccessVerifier::new`'s message.
 fn http_client(certs_url: &Url) -> Result<HttpsClient, String> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -74,6 +74,8 @@ impl Policy {
     /// # Errors
     /// A malformed or empty extra glob, or one with a `..` component (the
     /// message names the glob, not a path).
+    // A `String`: the message of the `ConfigError` the caller names the
+    // setting for; no caller tells its causes apart.
     pub fn new(allow_hidden: bool, extra_deny_globs: &[String]) -> Result<Self, String> {
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
@@ -190,6 +192,7 @@ impl Policy {
 /// A configured deny glob as the matcher takes it: components joined by
 /// single `/`, no `.`, no leading `/` (rules match at any depth), and no
 /// trailing `/` or `/**` (a rule on a directory covers what is beneath).
+// A `String` error: part of `Policy::new`'s message.
 fn normalise_deny_glob(raw: &str) -> Result<String, String> {
     let mut parts: Vec<&str> = Vec::new();
     for part in raw.trim().split('/') {

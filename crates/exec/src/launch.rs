@@ -41,7 +41,7 @@ use crate::startup::StartupError;
 pub struct Supervisor {
     program: PathBuf,
     prefix: Vec<OsString>,
-    ready: Arc<Mutex<Slot>>,
+    ready: Arc<ReadySlot>,
     /// The sealed in-memory copy `program` names (`/proc/self/fd/N`), when
     /// made with [`Supervisor::sealed`]; kept open for as long as a clone
     /// lives.
@@ -456,16 +456,15 @@ pub(crate) fn spawn(
 /// Starts `bash -c command` under a supervisor with piped output: the one
 /// started ahead for this environment and sandbox if there is one (it is
 /// handed the command), else a new one (see [`prepare_next`]).
-pub(crate) fn spawn_run(
+pub(crate) async fn spawn_run(
     supervisor: &Supervisor,
     command: &str,
     cwd: &Path,
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
 ) -> Result<Spawned, FsError> {
-    // Taken, never waited for: while the next one still starts (a blocking
-    // thread holds no lock meanwhile), this command starts its own.
-    let ready = supervisor.slot().take().filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox);
+    let ready =
+        supervisor.take_ready().await.filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox);
     let spawned = match ready.map(|r| r.hand_over(command, cwd)) {
         Some(HandOver::Done(spawned)) => spawned,
         Some(HandOver::Failed(e)) => return Err(e),
@@ -501,11 +500,38 @@ pub(crate) fn prepare_next(
     }
     let (supervisor, env, sandbox) = (supervisor.clone(), env.clone(), sandbox.cloned());
     tokio::task::spawn_blocking(move || {
-        // Started without the slot's lock: a command that comes meanwhile
-        // does not wait for it.
-        let ready = Ready::start(&supervisor, &env, sandbox.as_ref()).ok();
-        *supervisor.slot() = ready.map_or(Slot::Empty, |r| Slot::Waiting(Box::new(r)));
+        // Started without the slot's lock (a command that comes meanwhile
+        // awaits it, see `take_ready`); the slot leaves `Starting` however
+        // this ends.
+        let starting = Starting(supervisor);
+        if let Ok(ready) = Ready::start(&starting.0, &env, sandbox.as_ref()) {
+            *starting.0.slot() = Slot::Waiting(Box::new(ready));
+        }
     });
+}
+
+/// The supervisor started ahead, shared by a [`Supervisor`]'s clones.
+#[derive(Debug, Default)]
+struct ReadySlot {
+    slot: Mutex<Slot>,
+    /// Told when the slot leaves [`Slot::Starting`].
+    started: tokio::sync::Notify,
+}
+
+/// A start under way: its end (a supervisor waiting, or none) is told to
+/// the commands awaiting it, also when the start failed or panicked.
+struct Starting(Supervisor);
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        {
+            let mut slot = self.0.slot();
+            if matches!(*slot, Slot::Starting) {
+                *slot = Slot::Empty;
+            }
+        }
+        self.0.ready.started.notify_waiters();
+    }
 }
 
 /// The place of the supervisor started ahead.
@@ -535,7 +561,28 @@ impl Slot {
 
 impl Supervisor {
     fn slot(&self) -> MutexGuard<'_, Slot> {
-        self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+        self.ready.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The supervisor waiting for a command, if any. One still starting is
+    /// awaited (it is part of a start: a second one started beside it
+    /// would only compete for the CPU), with no lock held and no thread
+    /// blocked meanwhile.
+    async fn take_ready(&self) -> Option<Ready> {
+        loop {
+            // Registered before the slot is looked at: a start that ends in
+            // between still wakes us.
+            let started = self.ready.started.notified();
+            tokio::pin!(started);
+            started.as_mut().enable();
+            {
+                let mut slot = self.slot();
+                if !matches!(*slot, Slot::Starting) {
+                    return slot.take();
+                }
+            }
+            started.await;
+        }
     }
 }
 
@@ -739,6 +786,27 @@ mod tests {
         let pid = child.id();
         child.wait().await.unwrap();
         reaped(pid);
+    }
+
+    /// A command that comes while the next supervisor starts awaits it: no
+    /// lock is held meanwhile and no thread is blocked (on this runtime's
+    /// one thread, a blocked wait would stop this test's own task), and it
+    /// goes on when the start ends, here without a supervisor.
+    #[tokio::test]
+    async fn a_command_awaits_a_supervisor_being_started_without_blocking() {
+        let supervisor = Supervisor::new("true", [""; 0]);
+        *supervisor.slot() = Slot::Starting;
+        let starting = Starting(supervisor.clone());
+        let waiter = tokio::spawn({
+            let supervisor = supervisor.clone();
+            async move { supervisor.take_ready().await.is_none() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "it took the slot while a start was under way");
+        assert!(supervisor.ready.slot.try_lock().is_ok(), "the slot is locked across the start");
+        drop(starting);
+        assert!(waiter.await.unwrap(), "the start ended with no supervisor");
+        assert!(matches!(*supervisor.slot(), Slot::Empty));
     }
 
     /// What a listing found is checked again under the lock: a process that

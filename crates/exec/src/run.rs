@@ -236,7 +236,8 @@ async fn run_inner(
         )));
     }
     let mut spawned =
-        spawn_run(&spec.supervisor, &spec.command, &spec.cwd, &spec.env, spec.sandbox.as_ref())?;
+        spawn_run(&spec.supervisor, &spec.command, &spec.cwd, &spec.env, spec.sandbox.as_ref())
+            .await?;
     let (Some(stdout), Some(stderr)) = (spawned.child.stdout.take(), spawned.child.stderr.take())
     else {
         return Err(FsError::new(ErrorCode::InternalError, "Could not start the command."));

@@ -35,8 +35,8 @@ use serverfs_tools::schema::{
     publish_configured_maxima, publish_in_descriptions,
 };
 use serverfs_tools::{
-    Answer, Args, CallClass, CallLog, Concurrency, Effects, ReadFileArgs, ReadFileResult, Reported,
-    Runner, StatArgs, StatResult, ToText,
+    Args, CallClass, CallLog, Concurrency, Effects, ReadFileArgs, ReadFileResult, Reported, Runner,
+    StatArgs, StatResult, ToText, ToolResult,
 };
 use serverfs_transfer::{FileLinkArgs, FileLinkResult, Links};
 use serverfs_transport::Principal;
@@ -105,8 +105,6 @@ impl SessionOwner {
         CallOwner { owner: Owner::new(name.clone()), may_list, principal: name }
     }
 }
-
-type ToolResult = Result<Answer, String>;
 
 impl DevServer {
     /// Serves `project` and `commands` to clients that are `owner`,

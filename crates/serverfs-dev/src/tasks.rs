@@ -68,6 +68,7 @@ impl Tasks {
     /// # Errors
     /// `TOO_MANY_TASKS: …` (the tool error's text) when `principal` is at a
     /// bound.
+    // A `String`: the tool error's text, as `ToolResult`'s.
     pub(crate) fn start<F, Fut>(&self, principal: &str, call: F) -> Result<CreateTaskResult, String>
     where
         F: FnOnce(CancellationToken, StatusLine) -> Fut,

@@ -31,7 +31,7 @@ use serverfs_tools::schema::{
     input_schema, output_schema, publish_configured_maxima,
 };
 use serverfs_tools::{
-    Answer, Args, CallClass, CallLog, Concurrency, Effects, Limits, ReadTools, Runner,
+    Args, CallClass, CallLog, Concurrency, Effects, Limits, ReadTools, Runner, ToolResult,
 };
 
 use crate::uri;
@@ -144,7 +144,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<ListWorkdirsArgs>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         args.accept("list_workdirs")?;
         let call = CallLog { tool: "list_workdirs", workdir: None, path: None };
         // No syscall at all: runs where the request arrived.
@@ -163,7 +163,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<ListDirectoryArgs>>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         let args = args.accept("list_directory")?;
         let call = CallLog {
             tool: "list_directory",
@@ -189,7 +189,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<FindFilesArgs>>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         let args = args.accept("find_files")?;
         let call = CallLog {
             tool: "find_files",
@@ -215,7 +215,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<SearchTextArgs>>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         let args = args.accept("search_text")?;
         let call = CallLog {
             tool: "search_text",
@@ -241,7 +241,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<ReadTextFileArgs>>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         let args = args.accept("read_text_file")?;
         let call = CallLog {
             tool: "read_text_file",
@@ -267,7 +267,7 @@ impl ReadOnlyServer {
         &self,
         args: Args<InWorkdir<StatFileArgs>>,
         ct: CancellationToken,
-    ) -> Result<Answer, String> {
+    ) -> ToolResult {
         let args = args.accept("stat_file")?;
         let call = CallLog {
             tool: "stat_file",

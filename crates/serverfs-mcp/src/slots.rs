@@ -24,6 +24,7 @@ const MAX_ALIAS_LEN: usize = 32;
 ///
 /// # Errors
 /// Why the alias is not valid.
+// A `String`: the message of the slot's or the flag's `ConfigError`.
 pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
     let mut chars = alias.chars();
     let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())

@@ -466,6 +466,8 @@ pub fn parse_or_exit<C: Parser>(program: &str) -> C {
 ///
 /// # Errors
 /// The expected form, with an example, and what to use instead of a name.
+// A `String`: the message of the `ConfigError` (or clap error) the caller
+// names the setting for.
 pub fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
     const FORM: &str =
         "expected HOST:PORT with HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790";

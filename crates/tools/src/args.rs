@@ -56,6 +56,7 @@ impl<T> Args<T> {
     ///
     /// # Errors
     /// The refusal's `CODE: message`.
+    // A `String`: the tool error's text, as `ToolResult`'s.
     pub fn accept(self, tool: &'static str) -> Result<T, String> {
         self.0.map_err(|e| {
             let text = e.to_string();

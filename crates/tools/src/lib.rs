@@ -27,7 +27,7 @@ pub use args::Args;
 pub use limits::{DEFAULT_READ_LINES, Limits};
 pub use ops::{ReadTools, ResourceText};
 pub use runner::{CallClass, CallLog, Concurrency, INLINE_SLOTS, Reported, Runner, WRITE_SLOTS};
-pub use text::{Answer, TextOutput, ToText};
+pub use text::{Answer, TextOutput, ToText, ToolResult};
 pub use whole_file::{
     IMAGE_MAX_BYTES, ImageInfo, READ_FILE_MAX_CHARS, ReadFileArgs, ReadFileResult, StatArgs,
     StatResult,

@@ -43,7 +43,7 @@ use serverfs_core::{Deadline, ErrorCode, FsError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::text::{Answer, TextOutput, ToText};
+use crate::text::{TextOutput, ToText, ToolResult};
 
 /// What kind of work a call is, for admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,10 +191,7 @@ impl<C: Send + Sync + 'static> Runner<C> {
     ///
     /// # Errors
     /// The call's `CODE: message`.
-    pub fn answer<T: Serialize + ToText>(
-        &self,
-        outcome: Result<T, FsError>,
-    ) -> Result<Answer, String> {
+    pub fn answer<T: Serialize + ToText>(&self, outcome: Result<T, FsError>) -> ToolResult {
         self.text_output.answer(&outcome.map_err(|e| e.to_string())?)
     }
 
@@ -296,7 +293,7 @@ impl<C: Send + Sync + 'static> Runner<C> {
         call: CallLog,
         ct: CancellationToken,
         op: F,
-    ) -> Result<Answer, String>
+    ) -> ToolResult
     where
         T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,
@@ -315,7 +312,7 @@ impl<C: Send + Sync + 'static> Runner<C> {
         call: CallLog,
         ct: CancellationToken,
         op: F,
-    ) -> Result<Answer, String>
+    ) -> ToolResult
     where
         T: Reported + Serialize + ToText + Send + 'static,
         F: FnOnce(&C, &Deadline) -> Result<T, FsError> + Send + 'static,

@@ -40,6 +40,7 @@ pub enum TextOutput {
 }
 
 impl std::str::FromStr for TextOutput {
+    /// The message clap shows under the setting's name.
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
@@ -56,6 +57,13 @@ impl std::str::FromStr for TextOutput {
 #[derive(Debug)]
 pub struct Answer(CallToolResult);
 
+/// What a tool of either server hands rmcp: its [`Answer`], or the
+/// failure as the text rmcp sends in a result with `isError: true`
+/// (`CODE: message`, made once from the typed `FsError`). A `String` on
+/// purpose: it is that wire text, which rmcp turns into an error result as
+/// it is; nothing branches on it after.
+pub type ToolResult = Result<Answer, String>;
+
 impl IntoCallToolResult for Answer {
     fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
         Ok(self.0.into())
@@ -69,7 +77,7 @@ impl TextOutput {
     /// # Errors
     /// `INTERNAL_ERROR: …` should `value` not serialise (none of the result
     /// types can fail to).
-    pub fn answer<T: Serialize + ToText>(self, value: &T) -> Result<Answer, String> {
+    pub fn answer<T: Serialize + ToText>(self, value: &T) -> ToolResult {
         let structured = serde_json::to_value(value).map_err(|e| {
             tracing::error!(event = "call_failed", error = %e);
             "INTERNAL_ERROR: the result could not be encoded.".to_owned()

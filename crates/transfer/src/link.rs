@@ -102,6 +102,7 @@ impl Links {
     ///
     /// # Errors
     /// When the OS has no randomness to give.
+    // A `String`: a start-up message the caller only prints.
     pub fn new(config: LinkConfig) -> Result<Self, String> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| format!("cannot draw a link-signing key: {e}"))?;

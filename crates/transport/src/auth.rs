@@ -122,6 +122,8 @@ impl BearerAuth {
     /// # Errors
     /// An empty token, or one with a character outside that set (the
     /// message never contains the token).
+    // A `String`: the message of the `ConfigError` the caller names the
+    // setting for; no caller tells its causes apart.
     pub fn new(token: &str) -> Result<Self, String> {
         check_token(token)?;
         Ok(Self { tokens: Arc::new([Token { name: None, secret: token.as_bytes().into() }]) })
@@ -136,6 +138,7 @@ impl BearerAuth {
     /// # Errors
     /// The first bad entry's label and why (the message may contain a name,
     /// never a token), or that there is no entry.
+    // A `String`: as `new`'s.
     pub fn named<'a, L: fmt::Display>(
         entries: impl IntoIterator<Item = (L, &'a str, &'a str)>,
     ) -> Result<Self, String> {
@@ -191,6 +194,7 @@ impl BearerAuth {
 }
 
 /// [`BearerAuth::new`]'s rule for one token.
+// A `String`: part of `new`'s and `named`'s message.
 fn check_token(token: &str) -> Result<(), String> {
     if token.is_empty() {
         return Err("the token is empty".into());

@@ -132,6 +132,8 @@ pub fn flush_logs(timeout: Duration) {
 /// # Errors
 /// An unknown level name: what the level must be (the caller names the
 /// setting).
+// A `String`: the message of the `ConfigError` the caller names the
+// setting for.
 pub fn init_logging(level: &str) -> Result<(), String> {
     let level = level.to_ascii_lowercase();
     let directive = match level.as_str() {

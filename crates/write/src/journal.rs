@@ -239,9 +239,8 @@ impl JournalDir {
     }
 
     /// Reads one journal file.
-    pub(crate) fn read(path: &Path) -> Result<Journal, String> {
-        let bytes = fs::read(path).map_err(|e| e.to_string())?;
-        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    pub(crate) fn read(path: &Path) -> std::io::Result<Journal> {
+        Ok(serde_json::from_slice(&fs::read(path)?)?)
     }
 }
 

@@ -61,6 +61,8 @@ struct Process {
 /// The writers of this process that are alive (not dropped).
 static LIVE: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
+// A `String` error: read once, then cloned into the detail of every
+// writer's error (`io::Error` is not `Clone`).
 static THIS: OnceLock<Result<Process, String>> = OnceLock::new();
 
 /// A writer's registration in this process: alive until dropped.
@@ -141,6 +143,7 @@ fn this() -> Result<&'static Process, FsError> {
     })
 }
 
+// A `String` error: what `THIS` keeps.
 fn read_this() -> Result<Process, String> {
     let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| format!("/proc: {e}"))?;
     let (_, start) = parse_stat(&stat).ok_or("/proc/self/stat: unexpected format")?;

@@ -53,7 +53,10 @@ pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(
     let existing = existing.canonicalize().map_err(|e| {
         ConfigError::named(setting, format!("cannot resolve it: {}", plain_reason(&e)))
     })?;
-    if let Some(named) = below(&existing, reach).map_err(|e| ConfigError::named(setting, e))? {
+    let below = below(&existing, reach).map_err(|e| {
+        ConfigError::named(setting, format!("cannot resolve: {}", plain_reason(&e)))
+    })?;
+    if let Some(named) = below {
         return Err(ConfigError::named(
             setting,
             format!("it is below {named}, which commands can reach; choose a directory outside it"),
@@ -78,14 +81,13 @@ fn plain_reason(e: &std::io::Error) -> &'static str {
 }
 
 /// The first of `reach` that `dir` (canonical, existing) is at or below.
-fn below<'r>(dir: &Path, reach: &'r [Reach]) -> Result<Option<&'r str>, String> {
+fn below<'r>(dir: &Path, reach: &'r [Reach]) -> std::io::Result<Option<&'r str>> {
     let ids: Vec<((u64, u64), &str)> = reach
         .iter()
         .filter_map(|r| std::fs::metadata(&r.path).ok().map(|m| ((m.dev(), m.ino()), &*r.named)))
         .collect();
     for ancestor in dir.ancestors() {
-        let meta = std::fs::metadata(ancestor)
-            .map_err(|e| format!("cannot resolve: {}", plain_reason(&e)))?;
+        let meta = std::fs::metadata(ancestor)?;
         if let Some((_, named)) = ids.iter().find(|(id, _)| *id == (meta.dev(), meta.ino())) {
             return Ok(Some(named));
         }

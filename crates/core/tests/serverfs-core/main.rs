@@ -1,0 +1,8 @@
+//! serverfs-core's integration tests: one binary, a module per file (see
+//! docs/testing.md).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod listing;
+mod security;

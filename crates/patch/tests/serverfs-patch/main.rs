@@ -1,0 +1,4 @@
+//! serverfs-patch's integration tests: one binary, a module per file (see
+//! docs/testing.md).
+
+mod scenarios;

@@ -1,0 +1,24 @@
+//! serverfs-dev's integration tests: one binary, a module per file (see
+//! docs/testing.md).
+
+#[path = "../../../auth/tests/support/mod.rs"]
+mod access;
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../../../tools/tests/support/strict.rs"]
+mod strict;
+
+mod answers;
+mod auth;
+mod commands;
+mod crash;
+mod files;
+mod links;
+mod multi;
+mod patch;
+mod planning;
+mod sandbox;
+mod startup;
+mod state;
+mod stderr_gone;
+mod tasks;

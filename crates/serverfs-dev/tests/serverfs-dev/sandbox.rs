@@ -1,0 +1,429 @@
+//! The command sandbox and the survivor guarantee, end to end: the real
+//! binary over stdio, as root and as `nobody` (through `setpriv` when the
+//! test runs as root).
+
+use crate::common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Client, Project, call, ok};
+use serde_json::json;
+
+/// The forged-status attack (see the exec crate's tests).
+const FORGE: &str = include_str!("../../../exec/tests/forge.py");
+
+fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n")
+}
+
+fn tag() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    format!("{}{}", std::process::id(), nanos.subsec_nanos())
+}
+
+/// A process of the command (not the supervisor, whose argv holds the
+/// command text) holds `needle`.
+fn wait_running(needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let running = serverfs_test_support::pids_with(needle).into_iter().any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("--serverfs-exec="))
+        });
+        if running {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never started: {needle}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_none(needle: &str) {
+    let left = serverfs_test_support::pids_with(needle);
+    assert!(left.is_empty(), "survivors of {needle}: {left:?}");
+}
+
+/// A stdio client of the server with `args`, as `nobody` when `nobody`.
+async fn start(p: &Project, nobody: bool, args: &[&str]) -> Client {
+    let mut cmd =
+        if nobody { p.command_as_nobody() } else { tokio::process::Command::from(p.command()) };
+    cmd.arg("--stdio").args(args).stderr(Stdio::null());
+    common::serve(cmd).await
+}
+
+fn attack(t: &str) -> String {
+    format!("setsid sleep 300.{t} & /usr/bin/python3 -c '{FORGE}' $PPID; sleep 301.{t}")
+}
+
+/// Unsandboxed (the attack may reach the supervisor: as root it forges the
+/// line, as nobody the non-dumpable supervisor refuses the copy but the
+/// kill lands): the call never reports the forged exit 0 and nothing
+/// survives, after `bash` and after `shell_close`.
+async fn forged_status_leaves_no_survivor(nobody: bool) {
+    let p = Project::new();
+    let client = start(&p, nobody, &["--sandbox", "off"]).await;
+    let t = tag();
+    let (is_error, v) = call(&client, "bash", json!({"command": attack(&t)})).await;
+    assert!(is_error, "{v}");
+    assert!(v.as_str().unwrap().starts_with("INTERNAL_ERROR"), "{v}");
+    assert_none(&t);
+
+    let t = tag();
+    let id = ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    ok(&client, "shell_write", json!({"session_id": id, "input": format!("{}\n", attack(&t))}))
+        .await;
+    let v = loop {
+        let v = ok(&client, "shell_read", json!({"session_id": id, "wait_ms": 5000})).await;
+        if v["exited"] == true {
+            break v;
+        }
+    };
+    assert_eq!(v["exit_code"], json!(null), "forged status believed: {v}");
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_none(&t);
+
+    // Sandboxed: the attack does not even reach the supervisor.
+    drop(client);
+    let client = start(&p, nobody, &[]).await;
+    let t = tag();
+    let v = ok(&client, "bash", json!({"command": attack(&t), "timeout_seconds": 3})).await;
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("pidfd_getfd failed") && out.contains("kill failed"), "{v}");
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_none(&t);
+    let t = tag();
+    let id = ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+    ok(&client, "shell_write", json!({"session_id": id, "input": format!("{}\n", attack(&t))}))
+        .await;
+    wait_running(&format!("301.{t}"));
+    ok(&client, "shell_close", json!({"session_id": id})).await;
+    assert_none(&t);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn forged_status_as_the_server_s_user() {
+    forged_status_leaves_no_survivor(false).await;
+}
+
+#[tokio::test]
+async fn forged_status_as_nobody() {
+    if !is_root() {
+        eprintln!("not root: the nobody variant needs setpriv as root; skipped");
+        return;
+    }
+    forged_status_leaves_no_survivor(true).await;
+}
+
+#[tokio::test]
+async fn writes_outside_the_root_are_refused_inside_work() {
+    let p = Project::new();
+    // Outside the root and outside /tmp (where commands may write), even
+    // when the checkout itself is below /tmp.
+    let elsewhere = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+    let victim = elsewhere.path().join("victim");
+    let command = format!(
+        "echo x > {v}; echo r=$?; echo y > inside; echo t > \"$TMPDIR/t\" && echo tmp=ok",
+        v = victim.display()
+    );
+    // Negative control: --sandbox off writes outside.
+    let client = start(&p, false, &["--sandbox", "off"]).await;
+    let v = ok(&client, "bash", json!({"command": command})).await;
+    assert!(v["stdout"].as_str().unwrap().contains("r=0"), "{v}");
+    assert!(victim.exists());
+    std::fs::remove_file(&victim).unwrap();
+    client.cancel().await.unwrap();
+
+    let client = start(&p, false, &[]).await;
+    let v = ok(&client, "bash", json!({"command": command})).await;
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("r=1") && out.contains("tmp=ok"), "{v}");
+    // Landlock says EACCES; the read-only view, where the kernel lets the
+    // supervisor make it (here), says EROFS first.
+    let stderr = v["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("Read-only file system") || stderr.contains("Permission denied"),
+        "{v}"
+    );
+    assert!(!victim.exists());
+    assert_eq!(p.read("inside"), "y\n");
+    client.cancel().await.unwrap();
+}
+
+/// What the sandbox's own view of the file system takes away (see the exec
+/// crate's mounts module), as the server's user (root here) and as
+/// `nobody` (a user namespace): metadata of a file outside the root that
+/// the command's user owns (mode, times, extended attributes), another
+/// session's `TMPDIR`, POSIX shared memory and SysV objects, and (as
+/// root) its processes in `/proc` and the sysctls root may write. The
+/// negative control is the same server with `--sandbox off`, where each
+/// attack lands.
+async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let p = Project::new();
+    let outside = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = outside.path().join("victim");
+    let t = tag();
+    let metadata = format!(
+        "v={v}; chmod 600 $v; echo chmod=$?; touch -m -d 2001-01-01 $v; echo touch=$?; \
+         python3 -c 'import os; os.setxattr(\"'$v'\", \"user.t\", b\"1\")'; echo xattr=$?",
+        v = victim.display()
+    );
+    for sandbox in [false, true] {
+        std::fs::write(&victim, "v").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        if nobody {
+            std::os::unix::fs::chown(&victim, Some(65534), Some(65534)).unwrap();
+        }
+        let args: &[&str] = if sandbox { &[] } else { &["--sandbox", "off"] };
+        let client = start(&p, nobody, args).await;
+        let v = ok(&client, "bash", json!({"command": metadata})).await;
+        let out = v["stdout"].as_str().unwrap();
+        let meta = std::fs::metadata(&victim).unwrap();
+        // The same through `..` from the working directory (a command
+        // handed to the supervisor started ahead, which got its directory
+        // from the server's mounts): the view's mounts all the way up.
+        let relative =
+            format!("chmod 640 \"$(realpath --relative-to=. {})\"; echo rel=$?", victim.display());
+        let r = ok(&client, "bash", json!({"command": relative})).await;
+        assert_eq!(r["stdout"], if sandbox { "rel=1\n" } else { "rel=0\n" }, "{r}");
+        let mode = std::fs::metadata(&victim).unwrap().mode() & 0o777;
+        assert_eq!(mode, if sandbox { 0o644 } else { 0o640 }, "{r}");
+        if !nobody {
+            // Root without capabilities may write root's 0644 sysctls (the
+            // kernel checks the uid there): the same value back, harmless.
+            let sysctl = "/proc/sys/kernel/printk_ratelimit";
+            let same =
+                format!("cat {sysctl} > $TMPDIR/v && cat $TMPDIR/v > {sysctl} && echo wrote");
+            let w = ok(&client, "bash", json!({"command": same})).await;
+            let wrote = w["stdout"] == "wrote\n";
+            assert_eq!(wrote, !sandbox, "sandbox {sandbox}: {w}");
+        }
+        if sandbox {
+            // And no capability, also where the user namespace gave the
+            // supervisor some (as nobody).
+            let caps =
+                "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | tr -d '0\\t' | sort -u";
+            let c = ok(&client, "bash", json!({"command": caps})).await;
+            assert_eq!(c["stdout"], "CapAmb:\nCapBnd:\nCapEff:\nCapInh:\nCapPrm:\n", "{c}");
+            // So each privileged attack is refused (controls as root: the
+            // exec crate's confine tests).
+            let privileged = "mknod \"$TMPDIR/b\" b 7 0 && echo mknod; \
+                unshare -u hostname serverfs-test && echo hostname; \
+                mount -t tmpfs serverfs-test \"$TMPDIR\" && echo mount; \
+                cp /bin/true \"$TMPDIR/t\"; setcap cap_net_raw+ep \"$TMPDIR/t\" && echo setcap; \
+                python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' \
+                  2> /dev/null && echo raw; echo done";
+            let a = ok(&client, "bash", json!({"command": privileged})).await;
+            assert_eq!(a["stdout"], "done\n", "{a}");
+            assert_eq!(out, "chmod=1\ntouch=1\nxattr=1\n", "{v}");
+            assert!(v["stderr"].as_str().unwrap().contains("Read-only file system"), "{v}");
+            assert_eq!(meta.mode() & 0o777, 0o644);
+            assert!(meta.mtime() > 1_000_000_000 + 365 * 86_400 * 10, "mtime changed");
+        } else {
+            assert_eq!(out, "chmod=0\ntouch=0\nxattr=0\n", "control: {v}");
+            assert_eq!(meta.mode() & 0o777, 0o600, "control");
+        }
+
+        // A session leaves a file in its TMPDIR, a POSIX shared memory
+        // object and (as nobody) a SysV segment; another call looks.
+        let id =
+            ok(&client, "shell_open", json!({})).await["session_id"].as_str().unwrap().to_owned();
+        let setup = format!(
+            "sleep 600.{t} & echo secret > \"$TMPDIR/s\"; echo shm > /dev/shm/sfs-{t} && echo shm-made; \
+             echo \"tmpdir=$TMPDIR\"; echo \"ipc=$(ipcmk -M 4096 | tr -dc 0-9)\"\n"
+        );
+        ok(&client, "shell_write", json!({"session_id": id, "input": setup})).await;
+        let mut said = String::new();
+        while !said.contains("ipc=") || !said.ends_with('\n') {
+            let v = ok(&client, "shell_read", json!({"session_id": id, "wait_ms": 5000})).await;
+            said.push_str(v["output"].as_str().unwrap());
+            assert_ne!(v["exited"], true, "{said}");
+        }
+        let value = |key: &str| {
+            said.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_default().to_owned()
+        };
+        let (tmpdir, ipc) = (value("tmpdir="), value("ipc="));
+        assert!(!tmpdir.is_empty() && !ipc.is_empty() && said.contains("shm-made"), "{said}");
+        let look = format!(
+            "cat {tmpdir}/s; ls \"$(dirname \"$TMPDIR\")\" | wc -l; cat /dev/shm/sfs-{t}; \
+             grep -qs '60[0][.]{t}' /proc/[0-9]*/cmdline && echo proc-seen || echo proc-unseen; \
+             ipcs -m | awk '{{print $2}}' | grep -qx {ipc} && echo ipc-seen || echo ipc-unseen"
+        );
+        let v = ok(&client, "bash", json!({"command": look})).await;
+        let out = v["stdout"].as_str().unwrap();
+        if sandbox {
+            assert!(!out.contains("secret") && !out.contains("shm"), "{v}");
+            // Only its own TMPDIR is in the directory of them.
+            assert!(out.starts_with("1\n"), "{v}");
+            if nobody {
+                // Without root /proc is the host's; IPC is its own.
+                assert!(out.ends_with("proc-seen\nipc-unseen\n"), "{v}");
+            } else {
+                assert!(out.ends_with("proc-unseen\nipc-unseen\n"), "{v}");
+            }
+        } else {
+            assert!(out.contains("secret") && out.contains("shm"), "control: {v}");
+            assert!(out.contains("proc-seen\n"), "control: {v}");
+            if nobody {
+                assert!(out.ends_with("ipc-seen\n"), "control: {v}");
+            }
+            let clean = format!("rm -f /dev/shm/sfs-{t}; ipcrm -m {ipc}");
+            ok(&client, "bash", json!({"command": clean})).await;
+        }
+        ok(&client, "shell_close", json!({"session_id": id})).await;
+        client.cancel().await.unwrap();
+        // A server that ends cleanly removes its directory of TMPDIRs
+        // (`serverfs-cmd-<its pid>`).
+        let parent = std::path::Path::new(&tmpdir).parent().unwrap().to_owned();
+        let server = parent.file_name().unwrap().to_str().unwrap().replace("serverfs-cmd-", "");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::path::Path::new(&format!("/proc/{server}")).exists() {
+            assert!(Instant::now() < deadline, "the server never ended");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!parent.exists(), "{} left behind", parent.display());
+    }
+    assert!(!std::path::Path::new(&format!("/dev/shm/sfs-{t}")).exists());
+}
+
+#[tokio::test]
+async fn outside_metadata_and_other_sessions_as_the_server_s_user() {
+    outside_metadata_and_other_sessions_are_out_of_reach(false).await;
+}
+
+#[tokio::test]
+async fn outside_metadata_and_other_sessions_as_nobody() {
+    if !is_root() {
+        eprintln!("not root: the nobody variant needs setpriv as root; skipped");
+        return;
+    }
+    outside_metadata_and_other_sessions_are_out_of_reach(true).await;
+}
+
+/// The server's start-up log line about the sandbox (stdin closed at once,
+/// so it exits after starting), and its exit status.
+fn start_up(p: &Project, args: &[&str], env: &[(&str, &str)]) -> (String, bool) {
+    let out = p
+        .command()
+        .arg("--stdio")
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (String::from_utf8_lossy(&out.stderr).into_owned(), out.status.success())
+}
+
+#[test]
+fn the_start_up_log_says_which_protections_are_active() {
+    let p = Project::new();
+    let (log, ok) = start_up(&p, &[], &[]);
+    assert!(ok, "{log}");
+    assert!(log.contains("\"event\":\"sandbox\"") && log.contains("landlock ABI"), "{log}");
+    assert!(log.contains("signals/abstract sockets scoped"), "{log}");
+    // This kernel gives commands a view of their own (tested above).
+    assert!(
+        log.contains("\"event\":\"sandbox_view\"") && log.contains("own mount namespace"),
+        "{log}"
+    );
+    let (log, _) = start_up(&p, &["--command-network", "off"], &[]);
+    assert!(log.contains("tcp denied"), "{log}");
+    let (log, ok) = start_up(&p, &["--sandbox", "off"], &[]);
+    assert!(ok && log.contains("off (--sandbox off)") && !log.contains("sandbox_view"), "{log}");
+    // An older kernel (simulated): what is missing is said.
+    let (log, ok) =
+        start_up(&p, &["--command-network", "off"], &[("SERVERFS_SANDBOX_MAX_ABI", "3")]);
+    assert!(ok && log.contains("landlock ABI 3") && log.contains("tcp allowed"), "{log}");
+    assert!(log.contains("not scoped"), "{log}");
+    // No Landlock at all (simulated): refused, naming the way out.
+    let (log, ok) = start_up(&p, &[], &[("SERVERFS_SANDBOX_MAX_ABI", "0")]);
+    assert!(!ok && log.contains("--sandbox off"), "{log}");
+    // A writable path that does not exist is refused too, by its setting.
+    let (log, ok) = start_up(&p, &["--command-writable", "/does/not/exist"], &[]);
+    assert!(
+        !ok && log
+            .contains("SERVERFS_COMMAND_WRITABLE (--command-writable): the path does not exist"),
+        "{log}"
+    );
+}
+
+/// Runs `program` in a new session whose controlling terminal is the pty
+/// at `tty`, as a program started from a shell in that terminal.
+fn in_terminal_session(tty: &str, program: &std::process::Command) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("python3");
+    wrapped
+        .arg("-c")
+        .arg("import os, sys; os.setsid(); os.close(os.open(sys.argv[1], os.O_RDWR)); os.execvp(sys.argv[2], sys.argv[2:])")
+        .arg(tty)
+        .arg(program.get_program())
+        .args(program.get_args());
+    for (key, value) in program.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    wrapped
+}
+
+/// Terminal injection: the server runs in a session whose controlling
+/// terminal is a pty this test holds (as when started from a shell), and a
+/// command pushes a line into it with `TIOCSTI`, through `/dev/tty` and
+/// through the pty's own path. Nothing reaches the pty's reader: the
+/// command has no controlling terminal (its supervisor's own session),
+/// and the filter (and the kernel, for a terminal not the caller's)
+/// refuses the ioctl. The control, a plain process in such a session,
+/// types a line the reader reads.
+#[tokio::test]
+async fn a_command_cannot_type_into_the_servers_terminal() {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let tty = ptsname(&master, Vec::new()).unwrap().into_string().unwrap();
+    // The pty's reader: its slave side, as the shell in it reads.
+    let reader =
+        rustix::fs::open(&tty, OFlags::RDWR | OFlags::NOCTTY | OFlags::NONBLOCK, Mode::empty())
+            .unwrap();
+    // Everything waiting (a canonical-mode read gives one line).
+    let typed = || {
+        let mut all = String::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match rustix::io::read(&reader, &mut buf) {
+                Ok(n) if n > 0 => all.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Ok(_) | Err(rustix::io::Errno::AGAIN) => return all,
+                Err(e) => panic!("reading the pty: {e}"),
+            }
+        }
+    };
+    let attack = format!(
+        "python3 -c 'import errno, fcntl, os, termios\nfor t in (\"/dev/tty\", \"{tty}\"):\n    try:\n        fd = os.open(t, os.O_RDWR | os.O_NOCTTY)\n        for c in b\"echo serverfs-typed\\n\":\n            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n        print(t, \"typed\")\n    except OSError as e:\n        print(t, errno.errorcode[e.errno])'"
+    );
+
+    let mut plain = std::process::Command::new("bash");
+    plain.args(["-c", &attack]);
+    let out = in_terminal_session(&tty, &plain).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    // On kernels with dev.tty.legacy_tiocsti=0 the ioctl is gone for all.
+    let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti");
+    if legacy.is_ok_and(|v| v.trim() == "0") {
+        eprintln!("dev.tty.legacy_tiocsti=0: no control possible; the control said {said}");
+    } else {
+        assert!(said.starts_with("/dev/tty typed\n"), "control: {said}");
+        assert!(typed().contains("echo serverfs-typed"), "control: nothing reached the reader");
+    }
+
+    let p = Project::new();
+    let mut server = in_terminal_session(&tty, &p.command());
+    server.arg("--stdio").stderr(Stdio::null());
+    let client = common::serve(tokio::process::Command::from(server)).await;
+    let v = ok(&client, "bash", json!({"command": attack})).await;
+    assert_eq!(v["stdout"], format!("/dev/tty ENXIO\n{tty} EPERM\n"), "{v}");
+    assert_eq!(typed(), "", "a command typed into the server's terminal");
+    client.cancel().await.unwrap();
+}

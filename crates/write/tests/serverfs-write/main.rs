@@ -1,0 +1,9 @@
+//! serverfs-write's integration tests: one binary, a module per file (see
+//! docs/testing.md).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod recovery;
+mod security;
+mod transactions;

@@ -46,6 +46,10 @@ pub(crate) const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 pub(crate) struct Ending {
     /// bash's end, when the supervisor's word for it is believed.
     pub(crate) ended: Option<Ended>,
+    /// Without an end: the supervisor could not confine the command (and so
+    /// did not start it), as its `error sandbox` or `error confine` line
+    /// said.
+    pub(crate) unconfined: bool,
     /// The output drained to its end (no pipe was held open past the
     /// grace).
     pub(crate) drained: bool,
@@ -96,12 +100,15 @@ pub(crate) async fn drive(
     // from outside), what is left was re-parented to us (when we adopt
     // orphans); a status line proves nothing.
     sweep_orphans(exit.is_some_and(|s| s.success())).await;
-    let ended = believed(&control, exit);
+    let line = buffered_line(&control);
+    let ended = believed(&line, exit);
+    let unconfined = ended.is_none()
+        && matches!(Failure::parse(&line), Some(Failure::Sandbox | Failure::Confine));
     // Every descendant is dead: the pipes close now, unless a process
     // outside the tree holds them (fd passing); then stop collecting.
     let drained = output_done || tokio::time::timeout(DRAIN_GRACE, output).await.is_ok();
     tmp.remove().await;
-    Ending { ended, drained }
+    Ending { ended, unconfined, drained }
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its
@@ -112,16 +119,16 @@ fn terminate(child: &Child) {
     }
 }
 
-/// The status line the exited supervisor left in `control`, believed only
-/// when the supervisor exited normally; any other end is logged.
-fn believed(control: &UnixStream, supervisor: Option<ExitStatus>) -> Option<Ended> {
-    let line = buffered_line(control);
+/// The status line the exited supervisor left (see [`buffered_line`]),
+/// believed only when the supervisor exited normally; any other end is
+/// logged.
+fn believed(line: &[u8], supervisor: Option<ExitStatus>) -> Option<Ended> {
     if supervisor.is_some_and(|s| s.success())
-        && let Some(ended) = Ended::parse(&line)
+        && let Some(ended) = Ended::parse(line)
     {
         return Some(ended);
     }
-    let reason = failure_reason(&line, supervisor);
+    let reason = failure_reason(line, supervisor);
     tracing::warn!(event = "supervisor_failed", reason, "the command's supervisor failed");
     None
 }
@@ -211,10 +218,13 @@ mod tests {
         let ok = ExitStatus::from_raw(0);
         let failed = ExitStatus::from_raw(1 << 8);
         let killed = ExitStatus::from_raw(9);
-        assert_eq!(believed(&with_line(b"exit 3\n"), Some(ok)), Some(Ended::Exit(3)));
-        assert_eq!(believed(&with_line(b"exit 3\n"), Some(killed)), None);
-        assert_eq!(believed(&with_line(b"exit 3\n"), None), None);
-        assert_eq!(believed(&with_line(b"error spawn\n"), Some(failed)), None);
+        assert_eq!(
+            believed(&buffered_line(&with_line(b"exit 3\n")), Some(ok)),
+            Some(Ended::Exit(3))
+        );
+        assert_eq!(believed(&buffered_line(&with_line(b"exit 3\n")), Some(killed)), None);
+        assert_eq!(believed(&buffered_line(&with_line(b"exit 3\n")), None), None);
+        assert_eq!(believed(&buffered_line(&with_line(b"error spawn\n")), Some(failed)), None);
     }
 
     #[test]

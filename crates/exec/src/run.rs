@@ -414,6 +414,12 @@ impl Drive {
             shared.finish(ending.ended);
         }
         let Some(ended) = ending.ended else {
+            if ending.unconfined {
+                return Err(FsError::new(
+                    ErrorCode::InternalError,
+                    "The command was not run: its sandbox could not be set up as at the server's start (a layer is never left out; the server's log says which).",
+                ));
+            }
             return Err(FsError::new(ErrorCode::InternalError, "The command's supervisor failed.")
                 .with_detail("no believable status line from the supervisor"));
         };

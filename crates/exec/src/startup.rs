@@ -91,28 +91,35 @@ const OWN_VIEW: &str = "own mount namespace: read-only outside the writable path
 
 /// Everything the server does before it runs a command, in order: it
 /// becomes non-dumpable (commands of its user cannot read its memory or
-/// environment) and the adopter of orphans, removes the `TMPDIR`s a killed
+/// environment) and the adopter of orphans, marks every descriptor it was
+/// started with above 2 close-on-exec (none reaches a command), removes the `TMPDIR`s a killed
 /// server left, and tries each layer of `sandbox` (`None`: `--sandbox
 /// off`, the seccomp filter still applies) as every command will get it.
-/// Call it once, after the root was opened and before any command runs.
+/// What it finds is written into `sandbox` and required of every command
+/// from then on (fail closed: a supervisor that cannot build the view
+/// start-up found refuses the command). Call it once, after the root was
+/// opened and before any command runs.
 ///
 /// # Errors
 /// What cannot be had here (see [`StartupError`]).
 pub fn check_confinement(
     supervisor: &Supervisor,
-    sandbox: Option<&SandboxConfig>,
+    mut sandbox: Option<&mut SandboxConfig>,
 ) -> Result<Vec<Notice>, StartupError> {
     crate::harden_server_process().and_then(|()| adopt_orphans()).map_err(StartupError::Harden)?;
+    serverfs_supervisor::inherit_nothing();
     let mut notices = Vec::new();
     let removed = sweep_stale_tmpdirs();
     if removed > 0 {
         notices.push(Notice::info(STALE_TMPDIRS, removed.to_string()));
     }
-    match sandbox {
+    match sandbox.as_deref_mut() {
         Some(sandbox) => {
             let active = probe_sandbox(sandbox).map_err(StartupError::Sandbox)?;
             notices.push(Notice::info("sandbox", active.to_string()));
-            notices.push(match supervisor.probe_view(sandbox)? {
+            let view = supervisor.probe_view(sandbox)?;
+            sandbox.view = Some(view);
+            notices.push(match view {
                 ViewProbe::OwnWithProc => Notice::info(
                     "sandbox_view",
                     format!("{OWN_VIEW}, other processes hidden in /proc"),
@@ -132,6 +139,6 @@ pub fn check_confinement(
             "off (--sandbox off): commands can write anywhere this user can",
         )),
     }
-    probe_confine(sandbox).map_err(StartupError::Seccomp)?;
+    probe_confine(sandbox.as_deref()).map_err(StartupError::Seccomp)?;
     Ok(notices)
 }

@@ -71,7 +71,7 @@ pub fn run() -> ExitCode {
     }
     serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
-    let config = match cli.config(&env) {
+    let mut config = match cli.config(&env) {
         Ok(config) => config,
         Err(e) => return config_error(&e),
     };
@@ -95,7 +95,7 @@ pub fn run() -> ExitCode {
     };
     // After the root (so a missing root is named as such), before any
     // command: every layer that confines commands, checked once.
-    match serverfs_exec::check_confinement(&supervisor, config.commands.sandbox.as_ref()) {
+    match serverfs_exec::check_confinement(&supervisor, config.commands.sandbox.as_mut()) {
         Ok(notices) => notices.iter().for_each(serverfs_exec::Notice::log),
         Err(e) => match e.setting() {
             Some(setting) => return config_error(&ConfigError::new(setting, e.to_string())),

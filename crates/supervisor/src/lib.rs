@@ -41,6 +41,17 @@ mod sandbox;
 mod supervise;
 
 pub use confine::{Keep, probe as probe_confine};
+
+/// Marks every descriptor above 2 close-on-exec, so that a program this
+/// process starts inherits its standard streams and nothing else (what std's
+/// `Command` hands it on purpose it sets up itself). A launcher may leave
+/// descriptors open without the flag (a file elsewhere, a pty master: keys
+/// typed into the user's shell): the server calls this at start, and each
+/// supervisor again before it starts the command. No descriptor is closed:
+/// those this process uses stay usable.
+pub fn inherit_nothing() {
+    close_fds::set_fds_cloexec(3, &[]);
+}
 pub use error::Error;
 pub use sandbox::{Active, SandboxConfig, probe as probe_sandbox};
 pub use supervise::main;

@@ -154,6 +154,29 @@ pub enum ViewProbe {
 
 impl ViewProbe {
     const CODES: [(Self, u8); 3] = [(Self::OwnWithProc, 0), (Self::Own, 4), (Self::Shared, 3)];
+    const WORDS: [(Self, &'static str); 3] =
+        [(Self::OwnWithProc, "own-proc"), (Self::Own, "own"), (Self::Shared, "shared")];
+
+    /// Its word on a supervisor's command line (`--view WORD`: what the
+    /// command must get).
+    pub fn word(self) -> &'static str {
+        Self::WORDS.iter().find(|(probe, _)| *probe == self).map_or("shared", |&(_, word)| word)
+    }
+
+    /// The answer a word names.
+    pub fn from_word(word: &str) -> Option<Self> {
+        Self::WORDS.iter().find(|&&(_, w)| w == word).map(|&(probe, _)| probe)
+    }
+
+    /// Whether a view that was entered (or not: `None`) gives at least
+    /// this: own-proc needs its own `/proc`, own needs a view.
+    pub fn is_met_by(self, entered: Option<bool>) -> bool {
+        match self {
+            Self::OwnWithProc => entered == Some(true),
+            Self::Own => entered.is_some(),
+            Self::Shared => true,
+        }
+    }
 
     /// The supervisor's exit code for it.
     pub fn exit_code(self) -> ExitCode {
@@ -386,6 +409,14 @@ mod tests {
             assert_eq!(probe.exit_code(), ExitCode::from(code));
         }
         assert_eq!(ViewProbe::from_exit_code(Some(1)), None);
+        for (probe, word) in ViewProbe::WORDS {
+            assert_eq!(ViewProbe::from_word(word), Some(probe));
+            assert_eq!(probe.word(), word);
+        }
+        assert!(ViewProbe::OwnWithProc.is_met_by(Some(true)));
+        assert!(!ViewProbe::OwnWithProc.is_met_by(Some(false)));
+        assert!(ViewProbe::Own.is_met_by(Some(false)) && !ViewProbe::Own.is_met_by(None));
+        assert!(ViewProbe::Shared.is_met_by(None));
         assert_eq!(ViewProbe::from_exit_code(None), None);
     }
 }

@@ -40,6 +40,7 @@ use landlock::{
 };
 
 use crate::Error;
+use crate::protocol::ViewProbe;
 
 /// The newest ABI whose rules this module was written and tested against.
 const TESTED_ABI: ABI = ABI::V7;
@@ -64,6 +65,11 @@ pub struct SandboxConfig {
     /// Ask for at most this ABI (tests simulate an older kernel with it;
     /// 0 simulates a kernel without Landlock). `None`: the newest tested.
     pub max_abi: Option<i32>,
+    /// The view of the file system start-up found (see the mounts
+    /// module), required of every command from then on: a supervisor that
+    /// cannot build as much refuses to start the command. `None`: not
+    /// probed yet (the probe itself), nothing required.
+    pub view: Option<ViewProbe>,
 }
 
 impl SandboxConfig {
@@ -76,6 +82,7 @@ impl SandboxConfig {
             readable: None,
             network: true,
             max_abi: None,
+            view: None,
         }
     }
 
@@ -105,6 +112,10 @@ impl SandboxConfig {
             args.push("--max-abi".into());
             args.push(n.to_string().into());
         }
+        if let Some(view) = self.view {
+            args.push("--view".into());
+            args.push(view.word().into());
+        }
         args
     }
 
@@ -127,6 +138,9 @@ impl SandboxConfig {
             } else if args.next_if(|a| a == "--max-abi").is_some() {
                 let n = args.next().ok_or(())?;
                 cfg.max_abi = Some(n.to_str().and_then(|s| s.parse().ok()).ok_or(())?);
+            } else if args.next_if(|a| a == "--view").is_some() {
+                let view = args.next().ok_or(())?;
+                cfg.view = Some(view.to_str().and_then(ViewProbe::from_word).ok_or(())?);
             } else {
                 return Ok(Some(cfg));
             }
@@ -255,6 +269,7 @@ mod tests {
         cfg.readable = Some(vec!["/a".into(), "/b".into()]);
         cfg.network = false;
         cfg.max_abi = Some(3);
+        cfg.view = Some(ViewProbe::Own);
         let mut args = cfg.to_args(None);
         args.extend(["run".into(), "x".into()]);
         let mut it = args.into_iter().peekable();

@@ -112,6 +112,8 @@ where
     {
         return ExitCode::FAILURE;
     }
+    // Whatever the server was started with, bash gets only fds 0-2.
+    crate::inherit_nothing();
     let mut args = args.into_iter().peekable();
     let usage = ExitCode::from(EXIT_USAGE);
     if args.next().is_none_or(|a| a != PROTOCOL) {
@@ -255,7 +257,16 @@ impl Setup {
         let child_ended = watch(&[SIGCHLD]).map_err(|_| Failure::Signals)?;
         let filter = Filter::new(sandbox).map_err(|_| Failure::Confine)?;
         let view = match sandbox {
-            Some(config) => View::enter(config).map_err(|_| Failure::Sandbox)?,
+            Some(config) => {
+                let view = View::enter(config).map_err(|_| Failure::Sandbox)?;
+                // Fail closed: a layer start-up found is never silently
+                // missing (the user's namespaces exhausted, say).
+                let entered = view.as_ref().map(View::own_proc);
+                if !config.view.is_none_or(|required| required.is_met_by(entered)) {
+                    return Err(Failure::Sandbox);
+                }
+                view
+            }
             None => None,
         };
         let hidden = match (&view, std::env::var_os("TMPDIR")) {

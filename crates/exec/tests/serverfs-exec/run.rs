@@ -515,3 +515,25 @@ async fn a_supervisor_killed_while_waiting_is_replaced() {
         assert_none(&t);
     }
 }
+
+/// A descriptor the server holds without close-on-exec (one a launcher left
+/// open) does not reach the command: its supervisor marks every descriptor
+/// above 2 close-on-exec before it starts bash. Control: a plain child of
+/// this process writes through it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_descriptor_the_server_left_inheritable_does_not_reach_the_command() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    let file = std::fs::File::create(&outside).unwrap();
+    // `dup` leaves the new descriptor without close-on-exec.
+    let inheritable = rustix::io::dup(&file).unwrap();
+    let n = inheritable.as_raw_fd();
+    let write = format!("{{ echo pwned >&{n}; }} 2>/dev/null && echo wrote");
+    let control = std::process::Command::new("bash").args(["-c", &write]).output().unwrap();
+    assert_eq!(control.stdout, b"wrote\n", "control: a plain child inherits fd {n}");
+    std::fs::write(&outside, "").unwrap();
+    let out = go_in(&write, dir.path()).await;
+    assert_eq!(out.stdout, "", "the command wrote through fd {n}: {out:?}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "");
+}

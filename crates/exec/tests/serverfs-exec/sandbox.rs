@@ -210,3 +210,45 @@ async fn a_root_below_dev_shm_stays_reachable() {
     assert_eq!(std::fs::read_to_string(root.path().join("inside")).unwrap(), "in\n");
     assert!(!victim.exists(), "the write outside landed");
 }
+
+/// Fail closed: a supervisor told that commands get a view of their own
+/// (what start-up found) refuses to start the command where it cannot build
+/// one: here in a user namespace whose mount namespaces are used up
+/// (`max_mnt_namespaces` 0, set inside that namespace alone, as a command
+/// that holds every one it can get would leave it). Control: the same
+/// supervisor, not told, runs the command there without the view.
+#[test]
+fn a_view_found_at_start_is_never_silently_missing() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let dir = outside_tmp();
+    let root = dir.path();
+    let start = |view: Option<&str>| {
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--user", "--map-root-user", "sh", "-c"])
+            .arg("echo 0 > /proc/sys/user/max_mnt_namespaces && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"))
+            .arg(concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION")))
+            .arg("--landlock")
+            .arg(root);
+        if let Some(view) = view {
+            cmd.args(["--view", view]);
+        }
+        cmd.args(["run", "touch ran"]).current_dir(root);
+        cmd.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+        let status = cmd.status().unwrap();
+        drop(cmd);
+        let mut line = String::new();
+        ours.read_to_string(&mut line).unwrap();
+        (status.code(), line)
+    };
+    assert_eq!(start(None), (Some(0), "exit 0\n".to_owned()), "control");
+    assert!(root.join("ran").exists(), "control: the command ran without the view");
+    std::fs::remove_file(root.join("ran")).unwrap();
+    for view in ["own", "own-proc"] {
+        assert_eq!(start(Some(view)), (Some(1), "error sandbox\n".to_owned()), "{view}");
+        assert!(!root.join("ran").exists(), "the command ran without the view ({view})");
+    }
+}

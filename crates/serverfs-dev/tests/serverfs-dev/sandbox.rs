@@ -427,3 +427,72 @@ async fn a_command_cannot_type_into_the_servers_terminal() {
     assert_eq!(typed(), "", "a command typed into the server's terminal");
     client.cancel().await.unwrap();
 }
+
+/// Descriptors the server was started with (a launcher that leaves a file
+/// outside and a pty master open, without close-on-exec) reach no command:
+/// the server marks them close-on-exec at start (checked in its fdinfo, as
+/// root), and each supervisor again before its command. Control: a plain
+/// program started by the same launcher writes through them.
+#[test]
+fn descriptors_the_server_was_started_with_reach_no_command() {
+    const LAUNCHER: &str = "import os, sys\n\
+        f = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n\
+        master, slave = os.openpty()\n\
+        for fd in (f, master, slave):\n    os.set_inheritable(fd, True)\n\
+        os.execvp(sys.argv[2], sys.argv[2:])\n";
+    // What a program the command starts holds, above fds 0-2, of the
+    // launcher's (bash's own saved descriptors are not inherited ones).
+    const PROBE: &str = "find /proc/self/fd -mindepth 1 -printf '%f %l\\n' | grep -E 'inherited|ptmx|/dev/pts' | grep -vE '^[012] '; echo done";
+    let p = Project::new();
+    let outside = p.dir.path().join("outside/inherited.txt");
+    std::fs::write(&outside, "").unwrap();
+    let launch = |program: &std::ffi::OsStr| {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args(["-c", LAUNCHER]).arg(&outside).arg(program);
+        cmd
+    };
+    let control = launch("bash".as_ref()).args(["-c", PROBE]).output().unwrap();
+    let control = String::from_utf8_lossy(&control.stdout);
+    assert!(control.lines().count() >= 4, "control: {control}");
+
+    let server = p.command();
+    let mut cmd = launch(server.get_program());
+    cmd.args(server.get_args()).stderr(Stdio::null());
+    for (key, value) in server.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let mut raw = common::RawStdio::spawn(cmd);
+    if is_root() {
+        let pid = raw.child.id();
+        let mut inherited = 0;
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
+            let target = std::fs::read_link(entry.path()).unwrap_or_default();
+            if target == outside
+                || target.starts_with("/dev/pts")
+                || target == std::path::Path::new("/dev/ptmx")
+            {
+                let n = entry.file_name();
+                let info =
+                    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", n.to_string_lossy()))
+                        .unwrap();
+                let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap().trim();
+                let flags = u32::from_str_radix(flags, 8).unwrap();
+                assert_ne!(
+                    flags & 0o2000000,
+                    0,
+                    "fd {n:?} -> {target:?} is inheritable in the server"
+                );
+                inherited += 1;
+            }
+        }
+        assert!(inherited >= 3, "the launcher's descriptors are not in the server");
+    }
+    let answer = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": PROBE}}}));
+    let stdout = answer["result"]["structuredContent"]["stdout"].as_str().unwrap_or_default();
+    assert_eq!(stdout, "done\n", "{answer}");
+    raw.finish();
+}

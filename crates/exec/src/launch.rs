@@ -498,12 +498,13 @@ pub(crate) fn prepare_next(
         }
         *slot = Slot::Starting;
     }
-    let (supervisor, env, sandbox) = (supervisor.clone(), env.clone(), sandbox.cloned());
+    // The slot leaves `Starting` however this ends, also when the blocking
+    // task never runs (the runtime shutting down drops it unrun).
+    let starting = Starting(supervisor.clone());
+    let (env, sandbox) = (env.clone(), sandbox.cloned());
     tokio::task::spawn_blocking(move || {
-        // Started without the slot's lock (a command that comes meanwhile
-        // awaits it, see `take_ready`); the slot leaves `Starting` however
-        // this ends.
-        let starting = Starting(supervisor);
+        // Started without the slot's lock: a command that comes meanwhile
+        // awaits it (see `take_ready`).
         if let Ok(ready) = Ready::start(&starting.0, &env, sandbox.as_ref()) {
             *starting.0.slot() = Slot::Waiting(Box::new(ready));
         }

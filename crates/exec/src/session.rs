@@ -397,7 +397,10 @@ impl Sessions {
                 drive(spawned, stop, drain(reader, None, Some((&shared, cap)), None)).await;
             shared.finish(ending.ended);
         });
-        self.map().insert(id.clone(), session);
+        // The place is given back under the map's lock, with the session in
+        // it: never counted twice, never missing.
+        let mut map = self.map();
+        map.insert(id.clone(), session);
         drop(opening);
         Ok(id)
     }

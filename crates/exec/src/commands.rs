@@ -60,7 +60,8 @@ impl Commands {
     /// sandbox, audit text). Must be called inside the runtime (the
     /// session reaper starts here).
     pub fn new(supervisor: Supervisor, config: CommandConfig) -> Self {
-        let CommandConfig { policy, max_concurrent, sandbox, audit_text, capabilities } = config;
+        let CommandConfig { policy, fair_share, max_concurrent, sandbox, audit_text, capabilities } =
+            config;
         if !capabilities.is_empty() {
             if rustix::process::geteuid().is_root() {
                 tracing::info!(event = "command_capabilities", kept = ?capabilities.names());
@@ -72,7 +73,10 @@ impl Commands {
             }
         }
         let supervisor = supervisor.keeping(capabilities);
-        let limiter = Limiter::new(max_concurrent, max_concurrent * 4, DEFAULT_MAX_WAIT);
+        let mut limiter = Limiter::new(max_concurrent, max_concurrent * 4, DEFAULT_MAX_WAIT);
+        if fair_share {
+            limiter = limiter.fair_share();
+        }
         let mut cfg = SessionConfig::new(supervisor.clone());
         cfg.sandbox = sandbox.clone();
         let sessions = Sessions::new(cfg);
@@ -126,7 +130,7 @@ impl Commands {
             "yield_after_seconds",
             args.yield_after_seconds.unwrap_or(DEFAULT_YIELD_SECS),
         )?;
-        let _slot = self.limiter.acquire().await?;
+        let _slot = self.limiter.acquire(owner.name()).await?;
         // Kept open until the command has started in it.
         let workdir = root.walk_root(&root.locate(&args.workdir)?)?;
         let mut spec = CommandSpec::new(self.supervisor.clone(), args.command, workdir.path());

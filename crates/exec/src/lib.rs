@@ -54,7 +54,7 @@ fn main() -> ExitCode {
 }
 ```
 
-- bash tool: `Policy::check(command)`, then `limiter.acquire().await?`, then
+- bash tool: `Policy::check(command)`, then `limiter.acquire(principal).await?`, then
   [`run`] (or [`Sessions::run`], to yield to a session of the caller) with
   `cwd = /proc/self/fd/N` of the directory the resolver opened (keep that
   `OwnedFd` alive until `run` returns) and the request's

@@ -40,6 +40,11 @@ impl Owner {
     pub fn new(name: impl Into<String>) -> Self {
         Self(name.into())
     }
+
+    /// Its name: the principal.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
 }
 
 /// A session id's first 8 hex digits: enough to follow a session through

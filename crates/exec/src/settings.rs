@@ -39,7 +39,9 @@ pub struct CommandSettings {
 
     /// The Landlock sandbox around every command and shell session: `on`
     /// (the default; the server refuses to start on a kernel without
-    /// Landlock) or `off` (commands can write anywhere this user can).
+    /// Landlock) or `off` (commands can write anywhere this user can; they
+    /// still run without a controlling terminal, capabilities or new
+    /// privileges, under the seccomp filter).
     #[arg(long, env = "SERVERFS_SANDBOX", default_value = "on", value_parser = ["on", "off"])]
     sandbox: String,
 
@@ -73,7 +75,7 @@ pub struct CommandSettings {
     #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
     sandbox_max_abi: Option<i32>,
 
-    /// Capabilities commands keep when the server runs as root (default: none), comma-separated: CAP_NET_BIND_SERVICE, CAP_CHOWN, …
+    /// Capabilities commands keep when the server runs as root (default: none), comma-separated: CAP_NET_BIND_SERVICE, CAP_CHOWN, … Each is a way around a layer: CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH opens the commit lock to commands.
     #[arg(
         long = "command-capabilities",
         env = "SERVERFS_COMMAND_CAPABILITIES",
@@ -92,6 +94,9 @@ pub struct CommandSettings {
 pub struct CommandConfig {
     /// The `--allow`/`--deny` policy.
     pub policy: Policy,
+    /// One slot is kept from any single principal (a server with several:
+    /// HTTP with authentication); set by the server, not a flag.
+    pub fair_share: bool,
     /// bash calls that may run at once.
     pub max_concurrent: usize,
     /// The commands' sandbox; `None` with `--sandbox off`.
@@ -125,6 +130,7 @@ impl CommandSettings {
         let sandbox = (self.sandbox == "on").then(|| self.sandbox_config(root)).transpose()?;
         Ok(CommandConfig {
             policy,
+            fair_share: false,
             max_concurrent: self.max_concurrent_commands,
             sandbox,
             audit_text: self.audit_command_text,

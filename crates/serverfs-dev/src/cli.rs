@@ -157,7 +157,10 @@ impl Cli {
         // `absolute` fails only on an empty path.
         let root = std::path::absolute(&self.root)
             .map_err(|_| ConfigError::new("SERVERFS_ROOT", "the path is empty"))?;
-        let commands = self.commands.config(&root)?;
+        let mut commands = self.commands.config(&root)?;
+        // Over authenticated HTTP clients are several principals: none may
+        // hold every command slot (stdio has one client).
+        commands.fair_share = !self.stdio && auth.is_some();
         Ok(Config {
             root_was_relative: self.root.is_relative(),
             root,

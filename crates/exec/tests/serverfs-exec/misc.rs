@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 async fn the_cap_gives_server_busy() {
     let t = tag();
     let limiter = std::sync::Arc::new(Limiter::new(1, 0, Duration::from_secs(5)));
-    let permit = limiter.acquire().await.unwrap();
+    let permit = limiter.acquire("t").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let s = spec(&format!("sleep 300.{t}"), dir.path());
     let token = CancellationToken::new();
@@ -27,35 +27,35 @@ async fn the_cap_gives_server_busy() {
         })
     };
     wait_alive(&t).await;
-    let e = limiter.acquire().await.unwrap_err();
+    let e = limiter.acquire("t").await.unwrap_err();
     assert_eq!(e.code(), ErrorCode::ServerBusy);
     token.cancel();
     task.await.unwrap().unwrap();
     // The slot is free again.
-    limiter.acquire().await.unwrap();
+    limiter.acquire("t").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_is_bounded_in_count_and_time() {
     let limiter = std::sync::Arc::new(Limiter::new(1, 1, Duration::from_millis(300)));
-    let held = limiter.acquire().await.unwrap();
+    let held = limiter.acquire("t").await.unwrap();
     let l2 = limiter.clone();
-    let waiter = tokio::spawn(async move { l2.acquire().await.map(drop) });
+    let waiter = tokio::spawn(async move { l2.acquire("t").await.map(drop) });
     let start = Instant::now();
     while limiter.waiting() == 0 {
         assert!(start.elapsed() < Duration::from_secs(20));
         tokio::task::yield_now().await;
     }
     // The queue is full: refused at once.
-    assert_eq!(limiter.acquire().await.unwrap_err().code(), ErrorCode::ServerBusy);
+    assert_eq!(limiter.acquire("t").await.unwrap_err().code(), ErrorCode::ServerBusy);
     // The waiter gives up after its bounded wait.
     assert_eq!(waiter.await.unwrap().unwrap_err().code(), ErrorCode::ServerBusy);
     assert_eq!(limiter.waiting(), 0);
     // A waiter gets a slot that is released while it waits.
     let limiter = std::sync::Arc::new(Limiter::new(1, 1, Duration::from_secs(30)));
-    let held2 = limiter.acquire().await.unwrap();
+    let held2 = limiter.acquire("t").await.unwrap();
     let l2 = limiter.clone();
-    let waiter = tokio::spawn(async move { l2.acquire().await.map(drop) });
+    let waiter = tokio::spawn(async move { l2.acquire("t").await.map(drop) });
     while limiter.waiting() == 0 {
         tokio::task::yield_now().await;
     }

@@ -608,3 +608,38 @@ async fn a_commands_call_to_its_own_anonymous_server_is_refused() {
         client.cancel().await.unwrap();
     }
 }
+
+/// Over authenticated HTTP no principal holds every command slot: with two
+/// slots and alice's first command running, her second is kept from the
+/// last slot (it waits its bounded 30 s, then SERVER_BUSY) and bob's command
+/// then runs at once. Without the fair share alice's second takes the last
+/// slot and runs (this test then waits for its answer in vain).
+#[tokio::test(flavor = "multi_thread")]
+async fn one_principal_never_holds_every_command_slot() {
+    let p = Project::new();
+    let mut cmd = p.command_for_alice_and_bob();
+    cmd.args(["--max-concurrent-commands", "2"]);
+    let serverfs_test_support::Listening { child: _child, addr, log: _log } =
+        serverfs_test_support::listen(cmd, Duration::from_secs(30));
+    let url = format!("http://{addr}/mcp");
+    // No yield: a command yielding to a session gives its slot back.
+    let bash = |id: u64, command: String| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "bash",
+            "arguments": {"command": command, "timeout_seconds": 600, "yield_after_seconds": 600}}})
+    };
+    let (first, second) = (tag(), tag());
+    let _alice_1 = tokio::spawn(post_as(&url, ALICE, &bash(1, format!("sleep {first}"))).send());
+    let t = first.clone();
+    tokio::task::spawn_blocking(move || wait_until_running(&t)).await.unwrap();
+    let alice_2 = post_as(&url, ALICE, &bash(2, format!("sleep {second}"))).send();
+    let answer = tokio::time::timeout(Duration::from_secs(120), alice_2)
+        .await
+        .expect("alice's second command took the last slot and ran")
+        .unwrap();
+    let body = answer.text().await.unwrap();
+    assert!(body.contains("SERVER_BUSY"), "{body}");
+    assert!(serverfs_test_support::pids_with(&second).is_empty());
+    let bob = post_as(&url, BOB, &bash(3, "echo bob-ran".into())).send().await.unwrap();
+    let body = bob.text().await.unwrap();
+    assert!(body.contains("bob-ran"), "bob's command did not run: {body}");
+}

@@ -22,6 +22,8 @@ pub struct Limiter {
     /// per principal the server has seen (named tokens, Access users,
     /// `anonymous`, `stdio`).
     shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The slots, all principals together.
+    running: usize,
     /// Slots one principal may hold: all of them, or all but one.
     share: usize,
     waiting: AtomicUsize,
@@ -71,6 +73,7 @@ impl Limiter {
         Self {
             slots: Arc::new(Semaphore::new(running)),
             shares: Mutex::default(),
+            running,
             share: running,
             waiting: AtomicUsize::new(0),
             max_waiting,
@@ -84,8 +87,7 @@ impl Limiter {
     /// slot.
     #[must_use]
     pub fn fair_share(mut self) -> Self {
-        let running = self.slots.available_permits();
-        self.share = if running > 1 { running - 1 } else { 1 };
+        self.share = self.running.saturating_sub(1).max(1);
         self
     }
 

@@ -3,7 +3,8 @@
 # tool of both servers (stdio and Streamable HTTP, codex_app_server.py), the
 # TypeScript client cancels a running bash of serverfs-dev over HTTP in both
 # protocol eras (ts_cancel.mjs), and Claude Code's `claude mcp list`
-# health-checks both servers over stdio and HTTP.
+# health-checks both servers over stdio and HTTP; the MCP Inspector CLI calls bash over stdio
+# in both eras (a task only where the era has them).
 # The clients are pinned in package.json / package-lock.json and installed
 # from the npm registry into tests/clients/node_modules.
 #
@@ -73,3 +74,22 @@ if printf '%s\n' "$list" | grep -E "^wrong-token: .*Connected" >/dev/null; then
 else pass=$((pass+1)); echo "ok   claude: a wrong token is not connected"; fi
 echo "claude mcp list: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
+
+# The MCP Inspector CLI (pinned: 2.12.0; it needs Node >= 22.19, fetched by npx) calls bash
+# over stdio in both eras. It declares the Tasks extension even at a legacy `initialize`: the
+# legacy era must get the plain answer, the 2026-07-28 era a task it polls to the result.
+inspector() {
+  MCP_INSPECTOR_SECRET_STORE=memory npx -y -p node@22.23.3 -p @modelcontextprotocol/inspector@2.12.0 \
+    -c "mcp-inspector --cli $*" 2>"$tmp/inspector.log"
+}
+stdout_of() { python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["structuredContent"]["stdout"], end="")'; }
+printf '{"mcpServers":{"dev":{"type":"stdio","command":"%s","args":["--stdio","--root","%s","--state-dir","%s"],"protocolEra":"modern"}}}\n' \
+  "$dev_bin" "$tmp/project" "$tmp/state-inspector" > "$tmp/inspector.json"
+legacy="$(inspector "$dev_bin" --stdio --root "$tmp/project" --state-dir "$tmp/state-inspector" -- \
+  --method tools/call --tool-name bash --tool-arg command=\"echo legacy\" --format json | stdout_of)" \
+  || { cat "$tmp/inspector.log"; exit 1; }
+modern="$(inspector --config "$tmp/inspector.json" --server dev \
+  --method tools/call --tool-name bash --tool-arg command=\"echo modern\" --format json | stdout_of)" \
+  || { cat "$tmp/inspector.log"; exit 1; }
+[[ "$legacy" == legacy && "$modern" == modern ]] || { echo "FAIL inspector: bash answered '$legacy' / '$modern'"; exit 1; }
+echo "ok   inspector 2.12.0 over stdio: bash answers in the legacy era and as a task in 2026-07-28"

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    Implementation, JsonObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    Implementation, JsonObject, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -554,8 +555,7 @@ impl ServerHandler for DevServer {
         request: rmcp::model::CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        let wants_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-        if wants_task && TASK_TOOLS.contains(&request.name.as_ref()) {
+        if reads_tasks(&context) && TASK_TOOLS.contains(&request.name.as_ref()) {
             let principal = self.owner.of(&context.extensions).principal;
             let server = self.clone();
             let started = self.tasks.start(&principal, move |cancel, status| async move {
@@ -610,6 +610,16 @@ impl ServerHandler for DevServer {
 /// The tools that run as a task when the client declares the extension:
 /// those whose calls can take minutes.
 const TASK_TOOLS: &[&str] = &["bash"];
+
+/// Whether the client of this request can read a task: it declared the
+/// extension *and* speaks the era that defines it (2026-07-28, SEP-2663).
+/// A client in an older era that declares it anyway (the MCP Inspector does
+/// at a legacy `initialize`) would get an answer its own wire has no shape
+/// for, so it gets the plain result.
+fn reads_tasks(context: &RequestContext<RoleServer>) -> bool {
+    let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+    declared && context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
 
 /// What a router's tools can do, which decides their annotations (see
 /// [`Effects`]): only the read router is read-only as a whole.

@@ -388,17 +388,22 @@ struct BodyLimits {
 }
 
 /// Buffers the request body under the size cap and the total deadline, so
-/// that rmcp only ever sees a complete body; then lets a cancel
+/// that rmcp only ever sees a complete body; fills a task request's missing
+/// `Mcp-Name` (see the task_name module); then lets a cancel
 /// notification reach the request it names (see the cancel module).
 async fn read_whole_body(
     State(limits): State<BodyLimits>,
     request: Request,
     next: Next,
 ) -> Response {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let read = Limited::new(body, limits.max_bytes).collect();
     match tokio::time::timeout(limits.timeout, read).await {
-        Ok(Ok(body)) => limits.in_flight.serve(parts, body.to_bytes(), next).await,
+        Ok(Ok(body)) => {
+            let body = body.to_bytes();
+            crate::task_name::fill_missing(&mut parts, &body);
+            limits.in_flight.serve(parts, body, next).await
+        }
         Ok(Err(e)) if e.is::<LengthLimitError>() => closing(
             StatusCode::PAYLOAD_TOO_LARGE,
             "413 Payload Too Large: request body over the limit\n",

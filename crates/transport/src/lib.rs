@@ -19,6 +19,8 @@ mod cancel;
 mod health;
 mod http;
 mod logging;
+mod stdio_end;
+mod task_name;
 
 pub use auth::{Auth, BearerAuth, Principal, Refusal, RequireAuth, Verdict, Verify};
 /// The router type binaries add their own routes with.
@@ -100,7 +102,15 @@ pub async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
+/// How long calls in flight when stdin ends may still finish: a script
+/// that writes its requests and closes stdin still gets the quick answers.
+pub const STDIN_END_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Serves one client on stdin/stdout until stdin closes.
+///
+/// stdin's end cancels every call still in flight [`STDIN_END_GRACE`]
+/// later (a command's tree is killed): rmcp alone would wait up to 5 s for
+/// answers the client has said it will not read.
 ///
 /// # Errors
 /// If the transport fails before the client is served.
@@ -110,10 +120,24 @@ where
 {
     use rmcp::ServiceExt;
     use rmcp::service::ServerInitializeError;
-    match server.serve(rmcp::transport::io::stdio_pipes()).await {
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    let ended = CancellationToken::new();
+    let stdin = stdio_end::CancelAtEnd::new(stdin, ended.clone());
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            ended.cancelled().await;
+            tokio::time::sleep(STDIN_END_GRACE).await;
+            stop.cancel();
+        }
+    });
+    match server.serve_with_ct((stdin, stdout), stop).await {
         Ok(running) => running.waiting().await.map(drop).map_err(std::io::Error::other),
         // The client went away before saying anything: a normal end.
-        Err(ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+        Err(ServerInitializeError::ConnectionClosed(_) | ServerInitializeError::Cancelled) => {
+            Ok(())
+        }
         Err(e) => Err(std::io::Error::other(e)),
     }
 }

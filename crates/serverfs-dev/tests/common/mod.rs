@@ -249,6 +249,12 @@ impl RawStdio {
         raw
     }
 
+    /// Closes the server's stdin, as a client that is done does; its
+    /// process and stdout stay the caller's.
+    pub fn close_stdin(self) -> (Child, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+        (self.child, self.lines)
+    }
+
     pub fn send(&mut self, message: Value) {
         use std::io::Write;
         writeln!(self.stdin, "{message}").unwrap();

@@ -24,13 +24,26 @@ fn with_tasks() -> ClientConfig {
     )
 }
 
-async fn stdio_tasks_client(p: &Project) -> Client {
+/// A client over stdio that declares tasks: in the 2026-07-28 era (`era`
+/// `None`), or at a legacy `initialize` naming `era`.
+async fn stdio_tasks_client_in(p: &Project, era: Option<ProtocolVersion>) -> Client {
     let mut cmd = tokio::process::Command::from(p.command());
     cmd.arg("--stdio").stderr(Stdio::null());
     let transport = TokioChildProcess::new(cmd).unwrap();
-    serve_client_with_lifecycle(with_tasks(), transport, ClientLifecycleMode::Initialize)
-        .await
-        .unwrap()
+    let (config, lifecycle) = match era {
+        None => (
+            with_tasks(),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+        Some(v) => (with_tasks().with_protocol_version(v), ClientLifecycleMode::Initialize),
+    };
+    serve_client_with_lifecycle(config, transport, lifecycle).await.unwrap()
+}
+
+async fn stdio_tasks_client(p: &Project) -> Client {
+    stdio_tasks_client_in(p, None).await
 }
 
 /// A 2026-07-28 client (stateless: the capabilities ride on every request)
@@ -205,4 +218,81 @@ async fn without_the_extension_nothing_changes() {
     let refused = client.peer().get_task(GetTaskParams::new("any")).await;
     assert!(refused.is_err(), "{refused:?}");
     client.cancel().await.unwrap();
+}
+
+/// A client of an era before 2026-07-28 cannot read a task, whatever it
+/// declares (the MCP Inspector declares the extension at a legacy
+/// `initialize`): every era gets the plain answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_client_that_declares_tasks_gets_plain_answers() {
+    let p = Project::new();
+    for era in [
+        ProtocolVersion::V_2024_11_05,
+        ProtocolVersion::V_2025_03_26,
+        ProtocolVersion::V_2025_06_18,
+        ProtocolVersion::V_2025_11_25,
+    ] {
+        let client = stdio_tasks_client_in(&p, Some(era.clone())).await;
+        let params = CallToolRequestParams::new("bash")
+            .with_arguments(json!({"command": "echo plain"}).as_object().unwrap().clone());
+        match client.call_tool_once(params).await.unwrap() {
+            CallToolResponse::Complete(result) => {
+                let v = result.structured_content.expect("structured content");
+                assert_eq!(v["stdout"], "plain\n", "{era}");
+            }
+            other => panic!("{era}: a legacy client got {other:?}"),
+        }
+        client.cancel().await.unwrap();
+    }
+}
+
+/// `tasks/get` over HTTP without `Mcp-Name` (fastmcp's tasks package
+/// leaves it out): the task id in the body decides; a header that names
+/// another task is still refused (-32020).
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_get_without_mcp_name_is_answered_and_a_wrong_one_refused() {
+    let p = Project::new();
+    let server = HttpServer::start(&p);
+    let alice = http_tasks_client(&server.url, ALICE).await;
+    let id = start_task(&alice, "bash", json!({"command": "echo headless"})).await;
+    ended(&alice, &id).await;
+
+    let post = |name: Option<&str>| {
+        let mut args = vec![
+            "-sS".to_owned(),
+            "-H".to_owned(),
+            format!("Authorization: Bearer {ALICE}"),
+            "-H".to_owned(),
+            "Content-Type: application/json".to_owned(),
+            "-H".to_owned(),
+            "Accept: application/json, text/event-stream".to_owned(),
+            "-H".to_owned(),
+            "Mcp-Method: tasks/get".to_owned(),
+            "-H".to_owned(),
+            "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        ];
+        if let Some(name) = name {
+            args.extend(["-H".to_owned(), format!("Mcp-Name: {name}")]);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/get", "params": {
+            "taskId": id,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "headless", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {
+                    "extensions": {"io.modelcontextprotocol/tasks": {}}
+                }
+            }
+        }});
+        args.extend(["-d".to_owned(), body.to_string(), server.url.clone()]);
+        let out = std::process::Command::new("curl").args(&args).output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    };
+    let answered = post(None);
+    assert_eq!(answered["result"]["taskId"], id.as_str(), "{answered}");
+    assert_eq!(answered["result"]["status"], "completed", "{answered}");
+    let refused = post(Some("another-task"));
+    assert_eq!(refused["error"]["code"], -32020, "{refused}");
+    alice.cancel().await.unwrap();
 }

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// Lines waiting for stderr at most; more are dropped.
 const QUEUE_LINES: usize = 4096;
@@ -143,16 +146,95 @@ pub fn init_logging(level: &str) -> Result<(), String> {
             return Err(format!("must be TRACE, DEBUG, INFO, WARN or ERROR; got '{level}'"));
         }
     };
+    subscriber(EnvFilter::new(directive), QUEUE.get_or_init(Queue::start).clone())
+        .try_init()
+        .map_err(|e| format!("logging: {e}"))
+}
+
+/// The JSON subscriber writing to `writer`, with [`ClientGone`] on top.
+fn subscriber<W>(filter: EnvFilter, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'a> MakeWriter<'a> + Clone + Send + Sync + 'static,
+{
     tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_writer(QUEUE.get_or_init(Queue::start).clone())
-        .with_env_filter(EnvFilter::new(directive))
-        .try_init()
-        .map_err(|e| format!("logging: {e}"))
+        .with_writer(writer.clone())
+        .with_env_filter(filter)
+        .finish()
+        .with(ClientGone(writer))
+}
+
+/// rmcp logs an ERROR when it cannot send an answer because the client
+/// has gone (over HTTP: the connection closed before the answer, so the
+/// channel the answer goes into is closed). A client leaving is its own
+/// choice, not the server's failure: that line is replaced by an INFO line
+/// `client_gone`, written here (an event logged from inside the subscriber
+/// would be dropped: tracing does not dispatch re-entrantly). Every other
+/// line passes as it is.
+struct ClientGone<W>(W);
+
+/// rmcp 3.11's words for an answer its client is no longer there to take.
+const ANSWER_UNSENT: &str = "failed to send pending response during drain";
+const CHANNEL_CLOSED: &str = "channel closed";
+
+impl<S, W> Layer<S> for ClientGone<W>
+where
+    S: tracing::Subscriber,
+    W: for<'a> MakeWriter<'a> + 'static,
+{
+    fn event_enabled(&self, event: &tracing::Event<'_>, _: Context<'_, S>) -> bool {
+        let meta = event.metadata();
+        if *meta.level() != tracing::Level::ERROR || !meta.target().starts_with("rmcp") {
+            return true;
+        }
+        let mut fields = MessageAndError::default();
+        event.record(&mut fields);
+        if fields.message != ANSWER_UNSENT || fields.error != CHANNEL_CLOSED {
+            return true;
+        }
+        if tracing::level_filters::LevelFilter::current() >= tracing::Level::INFO {
+            let mut timestamp = String::new();
+            let _ = tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp));
+            let line = serde_json::json!({
+                "timestamp": timestamp,
+                "level": "INFO",
+                "event": "client_gone",
+                "reason": "the client closed its connection before its answer was sent",
+            });
+            let _ = writeln!(self.0.make_writer(), "{line}");
+        }
+        false
+    }
+}
+
+/// An event's `message` and `error` fields, as text.
+#[derive(Default)]
+struct MessageAndError {
+    message: String,
+    error: String,
+}
+
+impl tracing::field::Visit for MessageAndError {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "error" => self.error = format!("{value:?}"),
+            _ => {}
+        }
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "message" => value.clone_into(&mut self.message),
+            "error" => value.clone_into(&mut self.error),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +280,54 @@ mod tests {
         drop(tx);
         writer.join().unwrap();
         std::mem::take(&mut *writes.lock().unwrap())
+    }
+
+    /// Collects every line written, for a subscriber under test.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Lines {
+        type Writer = Self;
+
+        fn make_writer(&'a self) -> Self {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn an_answer_its_client_left_is_info_and_other_rmcp_errors_stay_errors() {
+        let lines = Lines::default();
+        let subscriber = subscriber(EnvFilter::new("info,rmcp=warn"), lines.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "rmcp::service", error = %CHANNEL_CLOSED, "{ANSWER_UNSENT}");
+            tracing::error!(target: "rmcp::service", error = %"broken pipe", "{ANSWER_UNSENT}");
+            tracing::error!(target: "serverfs", error = %CHANNEL_CLOSED, "{ANSWER_UNSENT}");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let levels: Vec<(String, String)> = text
+            .lines()
+            .map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                let what = v["event"].as_str().or(v["error"].as_str()).unwrap_or_default();
+                (v["level"].as_str().unwrap().to_owned(), what.to_owned())
+            })
+            .collect();
+        let expected =
+            [("INFO", "client_gone"), ("ERROR", "broken pipe"), ("ERROR", "channel closed")];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(l, w)| ((*l).to_owned(), (*w).to_owned())).collect();
+        assert_eq!(levels, expected, "{text}");
     }
 
     #[test]

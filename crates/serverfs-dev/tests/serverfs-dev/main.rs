@@ -10,6 +10,7 @@ mod strict;
 
 mod answers;
 mod auth;
+mod client_gone;
 mod commands;
 mod crash;
 mod files;
@@ -21,5 +22,4 @@ mod sandbox;
 mod startup;
 mod state;
 mod stderr_gone;
-mod stdin_end;
 mod tasks;

@@ -242,26 +242,42 @@ impl Shared {
 const MAX_LAST_LINE: usize = 200;
 
 /// What a progress report says of a command's output so far: how many
-/// lines it has written (both streams) and its last non-blank one.
+/// lines it has written (both streams) and its last non-blank one. A line
+/// ends at `\n`, at `\r\n`, or at a lone `\r`: a progress bar redraws its
+/// line with `\r`, and its last state is what the report should show.
 #[derive(Debug, Default)]
 pub(crate) struct Tail {
     lines: u64,
     /// The line being written (its first [`MAX_LAST_LINE`] bytes).
     partial: Vec<u8>,
     last: Vec<u8>,
+    /// The last push ended with `\r`: a `\n` first in the next one ends
+    /// the same line.
+    after_cr: bool,
 }
 
 impl Tail {
     fn push(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+        if std::mem::take(&mut self.after_cr) && rest.first() == Some(&b'\n') {
+            rest = &rest[1..];
+        }
+        while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             self.lines += 1;
             self.extend_partial(&rest[..end]);
             if self.partial.iter().any(|b| !b.is_ascii_whitespace()) {
                 std::mem::swap(&mut self.last, &mut self.partial);
             }
             self.partial.clear();
+            let ended_by_cr = rest[end] == b'\r';
             rest = &rest[end + 1..];
+            if ended_by_cr {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
         }
         self.extend_partial(rest);
     }
@@ -338,6 +354,19 @@ mod tests {
         tail.push(b"\n");
         let (lines, last) = tail.report();
         assert_eq!((lines, last.map(|l| l.len())), (7, Some(MAX_LAST_LINE)));
+    }
+
+    #[test]
+    fn a_carriage_return_ends_a_line_and_crlf_ends_one_line() {
+        let mut tail = Tail::default();
+        tail.push(b"downloading  10%\rdownloading  55%\r");
+        assert_eq!(tail.report(), (2, Some("downloading  55%".to_owned())));
+        // `\r\n` split across two reads is one line end, not two.
+        tail.push(b"\ndone\r");
+        tail.push(b"\n");
+        assert_eq!(tail.report(), (3, Some("done".to_owned())));
+        tail.push(b"a\r\nb\r\n\r\nc\rd");
+        assert_eq!(tail.report(), (7, Some("c".to_owned())));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::MatchPass;
 use crate::error::PatchError;
 
 /// The most bytes a hint adds to the message.
-pub(crate) const HINT_BYTES: usize = 600;
+pub(crate) const HINT_BYTES: usize = 1200;
 
 /// The most line positions voting reads.
 const MAX_VOTES: usize = 1 << 16;
@@ -23,12 +23,20 @@ const MAX_VOTES: usize = 1 << 16;
 /// File lines shown around the first differing line.
 const SHOWN_AROUND: usize = 1;
 
-/// Characters of one line shown in a hint.
+/// Characters shown of the file's line around the differing one.
 const SHOWN_CHARS: usize = 80;
+
+/// Characters shown of the differing lines (the file's and the patch's):
+/// enough for a long line whole, else a window around the difference.
+const SHOWN_DIFFERING_CHARS: usize = 200;
+
+/// Marks, in a quoted differing line, where the two lines part. Not an
+/// ASCII character, so a model cannot mistake it for code it wrote.
+const MARK: char = '‸';
 
 /// Where the block most nearly matches: its first file line (0-based) and
 /// how many of its lines are equal there under the most lenient pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Region {
     pub start: usize,
     pub equal: usize,
@@ -128,29 +136,38 @@ pub(crate) fn describe(file: &[&str], block: &[&str], region: Region) -> String 
         .position(|(b, f)| MatchPass::Typography.key(b) != MatchPass::Typography.key(f));
     if let Some(j) = differing {
         let (file_line, patch_line) = (file[start + j], block[j]);
+        let (in_file, in_patch) = first_difference(file_line, patch_line);
         hint.push_str(&format!(
-            "; line {} differs at column {}: {}. The file there:",
+            "; line {} differs at column {} (marked {MARK}): {}. The file there:",
             start + j + 1,
-            first_difference(file_line, patch_line),
+            in_file + 1,
             difference_words(file_line, patch_line),
         ));
         let shown = (start + j).saturating_sub(SHOWN_AROUND).max(start)
             ..(start + j + SHOWN_AROUND + 1).min(end);
         // One line: error messages never contain a line break.
-        let lines: Vec<String> =
-            shown.map(|i| format!("line {} {}", i + 1, clip(file[i]))).collect();
-        hint.push_str(&format!(" {}; the patch: {}", lines.join(", "), clip(patch_line)));
+        let lines: Vec<String> = shown
+            .map(|i| {
+                let quoted = if i == start + j { marked(file[i], in_file) } else { clip(file[i]) };
+                format!("line {} {quoted}", i + 1)
+            })
+            .collect();
+        hint.push_str(&format!(
+            " {}; the patch: {}",
+            lines.join(", "),
+            marked(patch_line, in_patch)
+        ));
     }
     bound(hint)
 }
 
-/// The 1-based column (in characters of the file's line) of the first
-/// difference between `file` and `patch`, comparing after their
-/// indentation and reading typographic characters as ASCII.
-fn first_difference(file: &str, patch: &str) -> usize {
-    let indent = file.len() - file.trim_start().len();
+/// Where `file` and `patch` first differ, comparing after their
+/// indentation and reading typographic characters as ASCII: the 0-based
+/// character index in each line.
+fn first_difference(file: &str, patch: &str) -> (usize, usize) {
+    let indent = |line: &str| line[..line.len() - line.trim_start().len()].chars().count();
     let k = differing_chars(file.trim_start(), patch.trim_start()).0;
-    file[..indent].chars().count() + k + 1
+    (indent(file) + k, indent(patch) + k)
 }
 
 /// `the file has '"' where the patch has '\''`, or which line ends first.
@@ -184,6 +201,24 @@ fn clip(line: &str) -> String {
         Some((cut, _)) => format!("{:?}…", &line[..cut]),
         None => format!("{line:?}"),
     }
+}
+
+/// A differing line as shown in a hint: quoted, [`MARK`] before its
+/// character `at` (0-based), at most [`SHOWN_DIFFERING_CHARS`] characters of
+/// it — from its start when the mark falls in them, else a window that
+/// puts the mark in its middle (`…` where the line is cut).
+fn marked(line: &str, at: usize) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let from = if at < SHOWN_DIFFERING_CHARS { 0 } else { at - SHOWN_DIFFERING_CHARS / 2 };
+    let to = chars.len().min(from + SHOWN_DIFFERING_CHARS);
+    let mut shown: String = chars[from..to.max(from)].iter().collect();
+    let mark_at = chars[from..at.min(chars.len())].iter().map(|c| c.len_utf8()).sum();
+    shown.insert(mark_at, MARK);
+    format!(
+        "{}{shown:?}{}",
+        if from > 0 { "…" } else { "" },
+        if to < chars.len() { "…" } else { "" }
+    )
 }
 
 /// `hint` cut to [`HINT_BYTES`] at a character boundary.
@@ -237,15 +272,37 @@ mod tests {
         assert_eq!(
             hint,
             "the closest place is lines 1-2 (1 of 2 lines equal ignoring whitespace); line 2 \
-             differs at column 11: the file has '\"' where the patch has '\\''. The file there: \
-             line 1 \"def f():\", line 2 \"    print(\\\"hi\\\")\"; the patch: \"    print('hi')\""
+             differs at column 11 (marked ‸): the file has '\"' where the patch has '\\''. The \
+             file there: line 1 \"def f():\", line 2 \"    print(‸\\\"hi\\\")\"; the patch: \
+             \"    print(‸'hi')\""
         );
         let hint = describe(&["a = 1"], &["a  = 1"], Region { start: 0, equal: 0 });
-        assert!(
-            hint.contains("line 1 differs at column 3: the file has '=' where the patch has ' '")
-        );
+        assert!(hint.contains(
+            "line 1 differs at column 3 (marked ‸): the file has '=' where the patch has ' '"
+        ));
         let hint = describe(&["abc"], &["ab"], Region { start: 0, equal: 0 });
-        assert!(hint.contains("column 3: the patch's line ends where the file's goes on with 'c'"));
+        assert!(hint.contains(
+            "column 3 (marked ‸): the patch's line ends where the file's goes on with 'c'"
+        ));
+        assert!(hint.ends_with("the patch: \"ab‸\""), "{hint}");
+    }
+
+    #[test]
+    fn a_long_differing_line_is_quoted_to_200_characters_with_the_mark() {
+        // The difference within the first 200 characters: the line from its start.
+        let file_line = format!("{}{}", "a".repeat(150), "b".repeat(100));
+        let patch_line = format!("{}{}", "a".repeat(150), "c".repeat(100));
+        let hint = describe(&[file_line.as_str()], &[patch_line.as_str()], Region::default());
+        let quoted = format!("\"{}‸{}\"…", "a".repeat(150), "b".repeat(50));
+        assert!(hint.contains(&quoted), "{hint}");
+        // Far along a long line: a window with the mark in its middle.
+        let file_line = format!("{}X{}", "a".repeat(1_000), "z".repeat(1_000));
+        let patch_line = format!("{}Y{}", "a".repeat(1_000), "z".repeat(1_000));
+        let hint = describe(&[file_line.as_str()], &[patch_line.as_str()], Region::default());
+        let quoted = format!("…\"{}‸X{}\"…", "a".repeat(100), "z".repeat(99));
+        assert!(hint.contains("differs at column 1001"), "{hint}");
+        assert!(hint.contains(&quoted), "{hint}");
+        assert!(hint.len() <= HINT_BYTES, "{}", hint.len());
     }
 
     #[test]

@@ -237,9 +237,9 @@ async fn a_near_miss_names_the_closest_line_and_character() {
     assert!(
         text.ends_with(
             "; the closest place is lines 1-2 (1 of 2 lines equal ignoring whitespace); line 2 \
-             differs at column 13: the file has '\"' where the patch has '\\''. The file there: \
-             line 1 \"const a = 1;\", line 2 \"console.log(\\\"ready\\\");\"; the patch: \
-             \"console.log('ready');\""
+             differs at column 13 (marked ‸): the file has '\"' where the patch has '\\''. The \
+             file there: line 1 \"const a = 1;\", line 2 \"console.log(‸\\\"ready\\\");\"; the \
+             patch: \"console.log(‸'ready');\""
         ),
         "{text}"
     );

@@ -37,6 +37,7 @@ mod confine;
 mod error;
 mod mounts;
 pub mod protocol;
+mod repos;
 mod sandbox;
 mod supervise;
 

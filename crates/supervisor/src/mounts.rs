@@ -63,6 +63,8 @@ const BOUND_BACK: [&str; 2] = ["/tmp", "/dev/pts"];
 /// A supervisor's own view, entered.
 pub(crate) struct View {
     own_proc: bool,
+    /// The project root, whose git repositories [`View::pin_git`] pins.
+    root: PathBuf,
 }
 
 impl View {
@@ -152,7 +154,7 @@ impl View {
                 Err(e) => return Err(Error::os("/dev/shm", e)),
             }
         }
-        Ok(Some(Self { own_proc }))
+        Ok(Some(Self { own_proc, root: sandbox.root.clone() }))
     }
 
     /// Whether other processes are hidden in the view's `/proc`.
@@ -192,6 +194,44 @@ impl View {
         rustix::mount::mount_bind(format!("/proc/self/fd/{}", own.as_raw_fd()), &place)
             .map_err(|e| fail("TMPDIR bind", e))?;
         remount(parent, true).map_err(|e| fail("TMPDIR read-only", e))
+    }
+
+    /// Pins the git repositories in the root (see the repos module) so
+    /// that a command can plant nothing the operator's git runs later:
+    /// each git directory becomes a mount point of its own (a command can
+    /// neither rename nor remove it, nor put another in its place), its
+    /// `hooks` directory and its `config` (and `config.worktree`) are
+    /// read-only. Everything else in it stays writable: objects, refs, the
+    /// index, logs — an agent's add, commit, branch, stash, checkout,
+    /// merge and rebase work. A missing `hooks` or `config` is created
+    /// (empty) first, so that the command cannot create it.
+    ///
+    /// # Errors
+    /// A mount step failed: the command must not run.
+    pub(crate) fn pin_git(&self) -> Result<(), Error> {
+        for git_dir in &crate::repos::below(&self.root) {
+            let fail = |step: &'static str, path: &Path, e: Errno| Error::os_at(step, path, e);
+            rustix::mount::mount_bind(git_dir, git_dir)
+                .map_err(|e| fail("git directory bind", git_dir, e))?;
+            let hooks = git_dir.join("hooks");
+            match rustix::fs::mkdir(&hooks, rustix::fs::Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(fail("git hooks mkdir", &hooks, e)),
+            }
+            let config = git_dir.join("config");
+            if let Err(e) = std::fs::OpenOptions::new().append(true).create(true).open(&config) {
+                return Err(Error::Io { step: "git config create", error: e });
+            }
+            for path in [hooks, config, git_dir.join("config.worktree")] {
+                match rustix::mount::mount_bind(&path, &path) {
+                    Ok(()) => {}
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(fail("git bind", &path, e)),
+                }
+                remount(&path, true).map_err(|e| fail("git read-only", &path, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// Moves the working directory onto the view's mounts: the same

@@ -368,13 +368,17 @@ impl Setup {
 
 impl Setup {
     /// Where the view was entered: hides the other commands' `TMPDIR`s
-    /// when the order's `tmpdir` is not the one hidden ahead, and moves the
-    /// working directory onto the view's mounts.
+    /// when the order's `tmpdir` is not the one hidden ahead, pins the
+    /// root's git repositories, and moves the working directory onto the
+    /// view's mounts.
     fn enter_view(&self, tmpdir: Option<&Path>) -> Result<(), Failure> {
         let Some(view) = &self.view else { return Ok(()) };
         if let Some(tmpdir) = tmpdir.filter(|&t| self.hidden.as_deref() != Some(t)) {
             view.hide_other_tmpdirs(tmpdir).map_err(|_| Failure::Sandbox)?;
         }
+        // At the order, not ahead: the repositories present when the
+        // command starts.
+        view.pin_git().map_err(|_| Failure::Sandbox)?;
         view.enter_cwd().map_err(|_| Failure::Cwd)
     }
 }

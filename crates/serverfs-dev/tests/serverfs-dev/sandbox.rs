@@ -496,3 +496,106 @@ fn descriptors_the_server_was_started_with_reach_no_command() {
     assert_eq!(stdout, "done\n", "{answer}");
     raw.finish();
 }
+
+/// The operator's git in `dir` (isolated from the machine's git config;
+/// any owner accepted: the repository may be nobody's).
+fn operator_git(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap()
+}
+
+/// A repository with one commit at `dir`.
+fn repository(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("file.txt"), "one\n").unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["config", "user.email", "agent@example.org"],
+        &["config", "user.name", "agent"],
+        &["add", "-A"],
+        &["commit", "-qm", "one"],
+    ] {
+        let out = operator_git(dir, args);
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+}
+
+/// A command plants code for the operator's git in the project's
+/// repository and in a nested one: a hook, `core.fsmonitor`,
+/// `core.hooksPath`, a `!` alias, a `.git` swapped for its own. After it,
+/// the operator's git (status, commit, the alias) runs none of it, while
+/// the agent's own git work (commit, branch, stash, checkout) went through
+/// in the same run. Negative control: with `--sandbox off` each plant
+/// lands and the operator's git runs it.
+async fn git_leaves_nothing_for_the_operator(nobody: bool) {
+    for sandbox in [false, true] {
+        let p = Project::new();
+        std::fs::remove_dir_all(p.path(".git")).unwrap();
+        repository(&p.root());
+        repository(&p.path("vendor/dep"));
+        let marker = p.root().parent().unwrap().join("outside/ran");
+        if nobody {
+            let chown = std::process::Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(p.root())
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        let m = marker.display();
+        let plant = format!(
+            "mkdir -p evil && printf '#!/bin/sh\\ntouch {m}\\n' > evil/pre-commit && chmod +x evil/pre-commit
+             for g in .git vendor/dep/.git; do
+               cp evil/pre-commit $g/hooks/pre-commit; echo hook=$?
+               git --git-dir=$g config core.fsmonitor 'touch {m}; false'; echo fsmonitor=$?
+               git --git-dir=$g config alias.st '!touch {m}'; echo alias=$?
+             done
+             git config core.hooksPath evil; echo hooksPath=$?
+             cp -r .git .git-copy && mv .git .git-moved && mv .git-copy .git; echo swap=$?
+             true"
+        );
+        let args: &[&str] = if sandbox { &[] } else { &["--sandbox", "off"] };
+        let client = start(&p, nobody, args).await;
+        let planted = ok(&client, "bash", json!({"command": plant})).await;
+        let work = "echo two >> file.txt && git add -A && git commit -qm two && \
+                    git checkout -qb topic && echo three >> file.txt && git stash -q && \
+                    git stash pop -q && git commit -qam three && git checkout -q main && \
+                    git merge -q --no-edit topic && echo agent-ok";
+        let (_, worked) = call(&client, "bash", json!({"command": work})).await;
+        client.cancel().await.unwrap();
+
+        for dir in [p.root(), p.path("vendor/dep")] {
+            operator_git(&dir, &["status", "--short"]);
+            operator_git(&dir, &["commit", "-q", "--allow-empty", "-m", "operator"]);
+            operator_git(&dir, &["st"]);
+        }
+        assert_eq!(marker.exists(), !sandbox, "sandbox {sandbox}: {planted}");
+        if sandbox {
+            // (Unsandboxed, the planted hooks already ran in the agent's commit.)
+            assert_eq!(worked["stdout"], "agent-ok\n", "{worked}");
+            let out = planted["stdout"].as_str().unwrap();
+            assert!(!out.contains("=0"), "a plant went through: {planted}");
+            let log = operator_git(&p.root(), &["log", "--format=%s"]);
+            assert_eq!(String::from_utf8_lossy(&log.stdout), "operator\nthree\ntwo\none\n");
+        }
+    }
+}
+
+#[tokio::test]
+async fn git_leaves_nothing_for_the_operator_as_the_server_s_user() {
+    git_leaves_nothing_for_the_operator(false).await;
+}
+
+#[tokio::test]
+async fn git_leaves_nothing_for_the_operator_as_nobody() {
+    if is_root() {
+        git_leaves_nothing_for_the_operator(true).await;
+    }
+}

@@ -10,7 +10,9 @@
 //! commands' `TMPDIR` parent, every `--command-writable` path and, when
 //! set, every `--command-readable` path). "Below" is decided by device and
 //! inode on every ancestor of the directory's nearest existing ancestor,
-//! so a symbolic link or a bind mount of a refused path is refused too.
+//! so a symbolic link or a bind mount of a refused path is refused too; and
+//! a directory reached through a symbolic link that lies in one of those
+//! paths is refused (a command could re-point it before the next start).
 //!
 //! [`Writer::open`]: crate::Writer::open
 
@@ -62,6 +64,15 @@ pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(
             format!("it is below {named}, which commands can reach; choose a directory outside it"),
         ));
     }
+    if let Some(named) = link_in_reach(dir, reach) {
+        return Err(ConfigError::named(
+            setting,
+            format!(
+                "it goes through a symbolic link in {named}, where a command could point it \
+                 elsewhere; give the directory's real path"
+            ),
+        ));
+    }
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
         let reason = format!("cannot create the state directory: {}", plain_reason(&e));
         ConfigError::named(setting, reason)
@@ -78,6 +89,16 @@ fn plain_reason(e: &std::io::Error) -> &'static str {
         std::io::ErrorKind::StorageFull => "the disk is full",
         _ => "it is not accessible",
     }
+}
+
+/// The first of `reach` holding a symbolic link that `dir` (as given)
+/// goes through: a command could re-point it, and the next start would
+/// follow it.
+fn link_in_reach<'r>(dir: &Path, reach: &'r [Reach]) -> Option<&'r str> {
+    dir.ancestors()
+        .filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+        .filter_map(|link| link.parent()?.canonicalize().ok())
+        .find_map(|holder| below(&holder, reach).ok().flatten())
 }
 
 /// The first of `reach` that `dir` (canonical, existing) is at or below.
@@ -118,6 +139,24 @@ mod tests {
         assert!(!reached.join("state").exists());
         prepare_state_dir("S", &tmp.path().join("state/deep"), &reach).unwrap();
         assert!(tmp.path().join("state/deep").is_dir());
+        // A link that commands could re-point, though it leads outside
+        // their reach today: refused; a link outside their reach: followed.
+        let away = tmp.path().join("away");
+        std::fs::create_dir(&away).unwrap();
+        std::os::unix::fs::symlink(&away, reached.join("to-away")).unwrap();
+        let err = prepare_state_dir("S (--s)", &reached.join("to-away/state"), &reach)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "S (--s): it goes through a symbolic link in a --command-writable path"
+            ),
+            "{err}"
+        );
+        assert!(!away.join("state").exists());
+        std::os::unix::fs::symlink(&away, tmp.path().join("safe-link")).unwrap();
+        prepare_state_dir("S", &tmp.path().join("safe-link/state"), &reach).unwrap();
+        assert!(away.join("state").is_dir());
         // A missing path of `reach` is no reason to refuse.
         prepare_state_dir("S", &tmp.path().join("s2"), &[Reach::new("/no/such", "x")]).unwrap();
     }

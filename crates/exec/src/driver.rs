@@ -46,10 +46,10 @@ pub(crate) const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 pub(crate) struct Ending {
     /// bash's end, when the supervisor's word for it is believed.
     pub(crate) ended: Option<Ended>,
-    /// Without an end: the supervisor could not confine the command (and so
-    /// did not start it), as its `error sandbox` or `error confine` line
-    /// said.
-    pub(crate) unconfined: bool,
+    /// Without an end: why the supervisor did not start the command, when
+    /// its line said it could not confine it (`error sandbox`, `error
+    /// confine`) or enter its directory (`error cwd`).
+    pub(crate) not_started: Option<Failure>,
     /// The output drained to its end (no pipe was held open past the
     /// grace).
     pub(crate) drained: bool,
@@ -102,13 +102,14 @@ pub(crate) async fn drive(
     sweep_orphans(exit.is_some_and(|s| s.success())).await;
     let line = buffered_line(&control);
     let ended = believed(&line, exit);
-    let unconfined = ended.is_none()
-        && matches!(Failure::parse(&line), Some(Failure::Sandbox | Failure::Confine));
+    let not_started = Failure::parse(&line).filter(|f| {
+        ended.is_none() && matches!(f, Failure::Sandbox | Failure::Confine | Failure::Cwd)
+    });
     // Every descendant is dead: the pipes close now, unless a process
     // outside the tree holds them (fd passing); then stop collecting.
     let drained = output_done || tokio::time::timeout(DRAIN_GRACE, output).await.is_ok();
     tmp.remove().await;
-    Ending { ended, unconfined, drained }
+    Ending { ended, not_started, drained }
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its

@@ -25,7 +25,7 @@ use crate::launch::{ChildEnv, Spawned, Supervisor, internal, prepare_next, spawn
 use crate::output::{Shared, Tail, drain};
 use crate::session::{Owner, Sessions};
 use serverfs_supervisor::SandboxConfig;
-use serverfs_supervisor::protocol::MAX_COMMAND_BYTES;
+use serverfs_supervisor::protocol::{Failure, MAX_COMMAND_BYTES};
 
 /// Default `timeout_seconds`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
@@ -414,14 +414,22 @@ impl Drive {
             shared.finish(ending.ended);
         }
         let Some(ended) = ending.ended else {
-            if ending.unconfined {
-                return Err(FsError::new(
-                    ErrorCode::InternalError,
-                    "The command was not run: its sandbox could not be set up as at the server's start (a layer is never left out; the server's log says which).",
-                ));
-            }
-            return Err(FsError::new(ErrorCode::InternalError, "The command's supervisor failed.")
-                .with_detail("no believable status line from the supervisor"));
+            let why = match ending.not_started {
+                Some(Failure::Cwd) => {
+                    "The command was not run: its working directory is not the one the call named (moved, replaced or removed meanwhile)."
+                }
+                Some(_) => {
+                    "The command was not run: its sandbox could not be set up as at the server's start (a layer is never left out; the server's log says which; the project root or a --command-writable path moved or replaced since the start is one such cause)."
+                }
+                None => {
+                    return Err(FsError::new(
+                        ErrorCode::InternalError,
+                        "The command's supervisor failed.",
+                    )
+                    .with_detail("no believable status line from the supervisor"));
+                }
+            };
+            return Err(FsError::new(ErrorCode::InternalError, why));
         };
         Ok(Outcome {
             exit_code: ended.exit_code(),

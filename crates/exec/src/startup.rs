@@ -115,6 +115,8 @@ pub fn check_confinement(
     }
     match sandbox.as_deref_mut() {
         Some(sandbox) => {
+            // What the paths are now is what every command gets from now on.
+            sandbox.pin_identities().map_err(StartupError::Sandbox)?;
             let active = probe_sandbox(sandbox).map_err(StartupError::Sandbox)?;
             notices.push(Notice::info("sandbox", active.to_string()));
             let view = supervisor.probe_view(sandbox)?;

@@ -37,6 +37,9 @@ pub enum Error {
     UnknownCapability(String),
     /// A start-up probe's thread panicked.
     ProbePanicked,
+    /// The root or a writable or readable path leads elsewhere (or
+    /// nowhere) than at the server's start: moved, or replaced.
+    Moved(PathBuf),
 }
 
 impl Error {
@@ -66,6 +69,11 @@ impl std::fmt::Display for Error {
                 write!(f, "'{name}' is not a capability (e.g. CAP_NET_BIND_SERVICE)")
             }
             Self::ProbePanicked => f.write_str("the probe thread panicked"),
+            Self::Moved(path) => write!(
+                f,
+                "{} is not the directory it was at the server's start (moved or replaced)",
+                path.display()
+            ),
         }
     }
 }
@@ -77,7 +85,10 @@ impl std::error::Error for Error {
             Self::Seccomp(e) => Some(e),
             Self::Os { errno, .. } => Some(errno),
             Self::Io { error, .. } => Some(error),
-            Self::LandlockUnavailable(_) | Self::UnknownCapability(_) | Self::ProbePanicked => None,
+            Self::LandlockUnavailable(_)
+            | Self::UnknownCapability(_)
+            | Self::ProbePanicked
+            | Self::Moved(_) => None,
         }
     }
 }

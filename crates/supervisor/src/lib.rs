@@ -54,5 +54,5 @@ pub fn inherit_nothing() {
     close_fds::set_fds_cloexec(3, &[]);
 }
 pub use error::Error;
-pub use sandbox::{Active, SandboxConfig, probe as probe_sandbox};
+pub use sandbox::{Active, FileId, SandboxConfig, probe as probe_sandbox};
 pub use supervise::main;

@@ -122,12 +122,22 @@ impl View {
             }
         }
         for (path, read_only) in writable.iter().zip(was_read_only) {
+            // The root and the --command-writable paths must lead where they
+            // did at the server's start, before the bind and after it (so
+            // that a rename meanwhile cannot move either end of it).
+            let pinned = sandbox.identity(path).is_some();
+            if pinned {
+                sandbox.open_pinned(path)?;
+            }
             match rustix::mount::mount_bind_recursive(path, path) {
                 Ok(()) => {}
                 // A writable path that is not there (/dev/pts in a
                 // minimal container): nothing to bind back.
-                Err(Errno::NOENT) => continue,
+                Err(Errno::NOENT) if !pinned => continue,
                 Err(e) => return Err(Error::os_at("bind", path, e)),
+            }
+            if pinned {
+                sandbox.open_pinned(path)?;
             }
             remount(path, read_only).map_err(|e| Error::os_at("writable", path, e))?;
         }

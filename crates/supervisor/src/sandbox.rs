@@ -32,11 +32,13 @@
 //! kernel without Landlock is refused unless the sandbox is explicitly off.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    path_beneath_rules,
 };
 
 use crate::Error;
@@ -70,6 +72,36 @@ pub struct SandboxConfig {
     /// cannot build as much refuses to start the command. `None`: not
     /// probed yet (the probe itself), nothing required.
     pub view: Option<ViewProbe>,
+    /// What the root and the writable and readable paths were when the
+    /// server started ([`SandboxConfig::pin_identities`]): a supervisor
+    /// builds its rules and its view only from a path that still leads to
+    /// the same directory, so renaming or replacing the path or any of its
+    /// ancestors changes nothing for later commands (they are refused).
+    pub identities: Vec<(PathBuf, FileId)>,
+}
+
+/// A file's identity: its device and inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    /// The device it is on.
+    pub dev: u64,
+    /// Its inode on that device.
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(stat: &rustix::fs::Stat) -> Self {
+        Self { dev: stat.st_dev, ino: stat.st_ino }
+    }
+
+    fn word(self) -> String {
+        format!("{}:{}", self.dev, self.ino)
+    }
+
+    fn from_word(word: &str) -> Option<Self> {
+        let (dev, ino) = word.split_once(':')?;
+        Some(Self { dev: dev.parse().ok()?, ino: ino.parse().ok()? })
+    }
 }
 
 impl SandboxConfig {
@@ -83,6 +115,55 @@ impl SandboxConfig {
             network: true,
             max_abi: None,
             view: None,
+            identities: Vec::new(),
+        }
+    }
+
+    /// Records what the root and the writable and readable paths are now
+    /// (see [`SandboxConfig::identities`]): called once, at the server's
+    /// start.
+    ///
+    /// # Errors
+    /// A path cannot be looked up.
+    pub fn pin_identities(&mut self) -> Result<(), Error> {
+        let paths: Vec<PathBuf> = std::iter::once(&self.root)
+            .chain(&self.writable)
+            .chain(self.readable.iter().flatten())
+            .cloned()
+            .collect();
+        self.identities = paths
+            .into_iter()
+            .map(|path| match rustix::fs::stat(&path) {
+                Ok(stat) => Ok((path, FileId::of(&stat))),
+                Err(errno) => Err(Error::Os { step: "identity", path: Some(path), errno }),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }
+
+    /// The identity `path` had at the server's start, if it was recorded.
+    pub(crate) fn identity(&self, path: &Path) -> Option<FileId> {
+        self.identities.iter().find(|(p, _)| p == path).map(|(_, id)| *id)
+    }
+
+    /// Opens `path` (`O_PATH`, following links as Landlock would) and
+    /// checks it is what it was at the server's start; `Ok(None)` when it
+    /// does not exist and nothing was recorded for it.
+    ///
+    /// # Errors
+    /// [`Error::Moved`]: it leads elsewhere now (or nowhere).
+    pub(crate) fn open_pinned(&self, path: &Path) -> Result<Option<OwnedFd>, Error> {
+        use rustix::fs::{Mode, OFlags};
+        let expected = self.identity(path);
+        let fd = match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(_) if expected.is_none() => return Ok(None),
+            Err(_) => return Err(Error::Moved(path.to_path_buf())),
+        };
+        let now = rustix::fs::fstat(&fd).map_err(|e| Error::os_at("identity", path, e))?;
+        match expected {
+            Some(id) if id != FileId::of(&now) => Err(Error::Moved(path.to_path_buf())),
+            _ => Ok(Some(fd)),
         }
     }
 
@@ -116,6 +197,11 @@ impl SandboxConfig {
             args.push("--view".into());
             args.push(view.word().into());
         }
+        for (path, id) in &self.identities {
+            args.push("--identity".into());
+            args.push(path.into());
+            args.push(id.word().into());
+        }
         args
     }
 
@@ -141,6 +227,10 @@ impl SandboxConfig {
             } else if args.next_if(|a| a == "--view").is_some() {
                 let view = args.next().ok_or(())?;
                 cfg.view = Some(view.to_str().and_then(ViewProbe::from_word).ok_or(())?);
+            } else if args.next_if(|a| a == "--identity").is_some() {
+                let path = PathBuf::from(args.next().ok_or(())?);
+                let id = args.next().ok_or(())?;
+                cfg.identities.push((path, id.to_str().and_then(FileId::from_word).ok_or(())?));
             } else {
                 return Ok(Some(cfg));
             }
@@ -183,9 +273,30 @@ impl SandboxConfig {
         };
         let ruleset = ruleset
             .create()?
-            .add_rules(path_beneath_rules(&readable, read))?
-            .add_rules(path_beneath_rules(&writable, all))?;
+            .add_rules(self.pinned_rules(&readable, read, abi)?)?
+            .add_rules(self.pinned_rules(&writable, all, abi)?)?;
         Ok(Prepared { ruleset, abi, network: self.network })
+    }
+
+    /// The rules giving `access` beneath each of `paths`, each built from
+    /// the directory [`SandboxConfig::open_pinned`] checked (a file gets
+    /// the rights that apply to files). A path that does not exist and was
+    /// not recorded is skipped, as Landlock's own helper does.
+    fn pinned_rules(
+        &self,
+        paths: &[&Path],
+        access: BitFlags<AccessFs>,
+        abi: ABI,
+    ) -> Result<Vec<Result<PathBeneath<OwnedFd>, RulesetError>>, Error> {
+        let mut rules = Vec::with_capacity(paths.len());
+        for path in paths {
+            let Some(fd) = self.open_pinned(path)? else { continue };
+            let is_file = rustix::fs::fstat(&fd)
+                .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_file());
+            let access = if is_file { access & AccessFs::from_file(abi) } else { access };
+            rules.push(Ok(PathBeneath::new(fd, access)));
+        }
+        Ok(rules)
     }
 }
 
@@ -270,6 +381,7 @@ mod tests {
         cfg.network = false;
         cfg.max_abi = Some(3);
         cfg.view = Some(ViewProbe::Own);
+        cfg.identities = vec![("/r".into(), FileId { dev: 2049, ino: 12 })];
         let mut args = cfg.to_args(None);
         args.extend(["run".into(), "x".into()]);
         let mut it = args.into_iter().peekable();

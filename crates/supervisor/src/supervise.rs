@@ -134,9 +134,17 @@ where
     let ready = matches!(mode, Mode::Ready);
     let setup = match Setup::new(sandbox.as_ref(), keep) {
         Ok(setup) => setup,
-        // Started ahead: no command to report on; the server starts
-        // another supervisor when this one does not take the order.
-        Err(_) if ready => return ExitCode::FAILURE,
+        // Started ahead: the failure is the command's that comes (the root
+        // moved since, say), reported to it like any other; nothing when
+        // none comes.
+        Err(what) if ready => {
+            if let Ok(Some(_)) = receive_order(&control)
+                && let Ok(fd) = control.try_clone()
+            {
+                report(&mut File::from(fd), &what.line());
+            }
+            return ExitCode::FAILURE;
+        }
         Err(what) => {
             if let Ok(fd) = control.try_clone() {
                 report(&mut File::from(fd), &what.line());

@@ -7,7 +7,7 @@ use crate::common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Client, Project, call, ok};
+use common::{ALICE, BOB, Client, Project, call, ok};
 use serde_json::json;
 
 /// The forged-status attack (see the exec crate's tests).
@@ -597,5 +597,89 @@ async fn git_leaves_nothing_for_the_operator_as_the_server_s_user() {
 async fn git_leaves_nothing_for_the_operator_as_nobody() {
     if is_root() {
         git_leaves_nothing_for_the_operator(true).await;
+    }
+}
+
+/// A client over HTTP holding `token`.
+async fn http_client(url: &str, token: &str) -> Client {
+    use rmcp::model::ClientConfig;
+    use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    serve_client_with_lifecycle(ClientConfig::default(), transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap()
+}
+
+/// A command moves the directory holding the root away and leaves a
+/// symbolic link to a directory of its choosing where it was. The server
+/// opened the root at start and keeps it; its later commands must not get
+/// the link's target as their writable root: each is refused (the root is
+/// not the directory it was at the server's start) or confined as before.
+/// The control: a command that writes there directly, without the swap,
+/// is refused by Landlock (the target is outside the root).
+async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let parent = p.root().parent().unwrap().to_path_buf();
+    let moved = parent.with_extension("moved");
+    let victim = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+    let target = victim.path().join("project");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(victim.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let write = |n: usize| format!("echo x > {}/pwned-{n}; echo wrote=$?", p.root().display());
+    let swap = format!(
+        "mv {parent} {moved} && ln -s {victim} {parent} && echo swapped",
+        parent = parent.display(),
+        moved = moved.display(),
+        victim = victim.path().display()
+    );
+
+    let mut server = None;
+    let clients = if nobody {
+        std::os::unix::fs::chown(&parent, Some(65534), Some(65534)).unwrap();
+        vec![start(&p, true, &[]).await]
+    } else {
+        let http = server.insert(common::HttpServer::start_with(p.command_for_alice_and_bob()));
+        vec![http_client(&http.url, ALICE).await, http_client(&http.url, BOB).await]
+    };
+    let v = ok(&clients[0], "bash", json!({"command": write(0)})).await;
+    assert_eq!(v["stdout"], "wrote=0\n", "before the swap the root is writable: {v}");
+    let v = ok(&clients[0], "bash", json!({"command": swap})).await;
+    assert_eq!(v["stdout"], "swapped\n", "{v}");
+    let mut answers = Vec::new();
+    for n in 1..=6 {
+        let client = &clients[n % clients.len()];
+        answers.push(call(client, "bash", json!({"command": write(n)})).await);
+    }
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    drop(server);
+    // Undo the swap before any assertion: the moved directory must not be
+    // left behind.
+    std::fs::remove_file(&parent).unwrap();
+    std::fs::rename(&moved, &parent).unwrap();
+    let written: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(written.is_empty(), "commands wrote through the swapped root: {written:?} {answers:?}");
+    for (is_error, v) in &answers {
+        let refused = *is_error && v.as_str().is_some_and(|t| t.contains("command was not run"));
+        let denied = !is_error && v["stdout"] == "wrote=1\n";
+        assert!(refused || denied, "{v} {answers:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_swapped_root_gives_commands_nothing_as_the_server_s_user() {
+    a_swapped_root_gives_commands_nothing(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_swapped_root_gives_commands_nothing_as_nobody() {
+    if is_root() {
+        a_swapped_root_gives_commands_nothing(true).await;
     }
 }

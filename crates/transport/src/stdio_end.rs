@@ -52,7 +52,7 @@ mod tests {
         assert!(!end.is_cancelled(), "cancelled with bytes still to read");
         let mut rest = Vec::new();
         reader.read_to_end(&mut rest).await.unwrap();
-        assert_eq!(rest, b" line\n");
+        assert_eq!(rest, b"line\n");
         assert!(end.is_cancelled(), "not cancelled at the end");
     }
 

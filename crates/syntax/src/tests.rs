@@ -1,0 +1,215 @@
+use super::*;
+
+/// Per language: a file name, a valid file, the same file after an edit
+/// that breaks it, and the 1-based line the first new error must be on.
+const CASES: &[(&str, &str, &str, usize)] = &[
+    (
+        "a.py",
+        "def f(x):\n    y = x + 1\n    return y\n",
+        "def f(x):\n    y = x + 1\n        return y\n",
+        3,
+    ),
+    (
+        "a.rs",
+        "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n",
+        "fn main() {\n    let x = 1\n    println!(\"{x}\");\n}\n",
+        2,
+    ),
+    (
+        "a.go",
+        "package main\n\nfunc main() {\n\tx := 1\n\t_ = x\n}\n",
+        "package main\n\nfunc main() {\n\tx := (1\n\t_ = x\n}\n",
+        4,
+    ),
+    ("a.js", "function f(a) {\n  return a + 1;\n}\n", "function f(a) {\n  return a +;\n}\n", 2),
+    (
+        "a.ts",
+        "function f(a: number): number {\n  return a + 1;\n}\n",
+        "function f(a: number): number {\n  return a + 1;\n\n",
+        2,
+    ),
+    (
+        "a.tsx",
+        "const A = () => <div className=\"x\">hi</div>;\n",
+        "const A = () => <div className=\"x\">{hi</div>;\n",
+        1,
+    ),
+    ("a.json", "{\n  \"a\": 1,\n  \"b\": [1, 2]\n}\n", "{\n  \"a\": 1\n  \"b\": [1, 2]\n}\n", 2),
+    ("a.yaml", "a: 1\nb:\n  - x\n  - y\n", "a: 1\nb:\n  - x\n  - y\n c: [1, 2\n", 1),
+    ("a.toml", "[a]\nb = 1\nc = \"x\"\n", "[a]\nb = 1\nc = \"x\n", 3),
+    ("a.c", "int f(int x) {\n  return x + 1;\n}\n", "int f(int x) {\n  return x + ;\n}\n", 2),
+    (
+        "a.cpp",
+        "#include <vector>\nint f(std::vector<int> v) {\n  return v.size();\n}\n",
+        "#include <vector>\nint f(std::vector<int> v) {\n  return v.size(;\n}\n",
+        3,
+    ),
+    (
+        "A.java",
+        "class A {\n  int f(int x) {\n    return x + 1;\n  }\n}\n",
+        "class A {\n  int f(int x) {\n    return x + 1\n  }\n}\n",
+        3,
+    ),
+    (
+        "a.sh",
+        "#!/bin/sh\nif [ -f x ]; then\n  echo yes\nfi\n",
+        "#!/bin/sh\nif [ -f x ]; then\n  echo yes\n",
+        4,
+    ),
+];
+
+#[test]
+fn every_language_parses_its_valid_file_and_reports_its_broken_edit() {
+    let limits = Limits::default();
+    for &(path, valid, broken, line) in CASES {
+        let language = Language::for_path(path, valid.as_bytes()).expect(path);
+        assert_eq!(parse(language, valid.as_bytes(), &limits), Parsed::Errors(vec![]), "{path}");
+        assert_eq!(
+            check_edit(path, Some(valid.as_bytes()), valid.as_bytes(), &limits),
+            Verdict::Clean(language),
+            "{path}"
+        );
+        match check_edit(path, Some(valid.as_bytes()), broken.as_bytes(), &limits) {
+            Verdict::Broken(l, errors) => {
+                assert_eq!(l, language);
+                let first = &errors[0];
+                assert_eq!(first.line, line, "{path}: {errors:?}");
+                assert_eq!(
+                    first.text,
+                    broken.lines().nth(line - 1).unwrap_or("").trim_end(),
+                    "{path}"
+                );
+                assert!(first.column >= 1, "{path}");
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_language_has_a_case() {
+    let all = [
+        Language::Bash,
+        Language::C,
+        Language::Cpp,
+        Language::Go,
+        Language::Java,
+        Language::JavaScript,
+        Language::Json,
+        Language::Python,
+        Language::Rust,
+        Language::Toml,
+        Language::Tsx,
+        Language::TypeScript,
+        Language::Yaml,
+    ];
+    for language in all {
+        assert!(
+            CASES.iter().any(|(p, v, ..)| Language::for_path(p, v.as_bytes()) == Some(language)),
+            "{language:?}"
+        );
+    }
+}
+
+#[test]
+fn the_python_indentation_case_names_line_column_and_text() {
+    let before = "class A:\n    def f(self):\n        return 1\n";
+    let after = "class A:\n    def f(self):\n        x = 1\n            return x\n";
+    let Verdict::Broken(Language::Python, errors) =
+        check_edit("pkg/a.py", Some(before.as_bytes()), after.as_bytes(), &Limits::default())
+    else {
+        panic!("not reported");
+    };
+    assert_eq!((errors[0].line, errors[0].column), (4, 13), "{errors:?}");
+    assert_eq!(errors[0].text, "            return x");
+}
+
+#[test]
+fn an_added_file_is_blamed_for_every_error() {
+    let broken = "def f(:\n";
+    assert!(matches!(
+        check_edit("new.py", None, broken.as_bytes(), &Limits::default()),
+        Verdict::Broken(Language::Python, _)
+    ));
+}
+
+#[test]
+fn old_errors_are_not_blamed_even_when_lines_shift() {
+    let limits = Limits::default();
+    let before = "x = 1\ndef f(:\n    pass\n";
+    // Three lines inserted above the old error, which moves to line 5.
+    let after = "import os\nimport sys\n\nx = 1\ndef f(:\n    pass\n";
+    assert_eq!(
+        check_edit("a.py", Some(before.as_bytes()), after.as_bytes(), &limits),
+        Verdict::Clean(Language::Python)
+    );
+    // A second, new error beside the old one is reported, alone.
+    let worse = "x = 1\ndef f(:\n    pass\ny = [1,\n";
+    let Verdict::Broken(_, errors) =
+        check_edit("a.py", Some(before.as_bytes()), worse.as_bytes(), &limits)
+    else {
+        panic!("new error not reported");
+    };
+    assert!(errors.iter().all(|e| e.line >= 4), "{errors:?}");
+}
+
+#[test]
+fn unknown_languages_are_not_checked() {
+    let limits = Limits::default();
+    for path in ["README.md", "Makefile", "a.txt", ".py", "data"] {
+        assert_eq!(check_edit(path, None, b"((((", &limits), Verdict::NotChecked, "{path}");
+    }
+}
+
+#[test]
+fn shebangs_choose_the_language_of_extensionless_scripts() {
+    let cases: &[(&str, Option<Language>)] = &[
+        ("#!/bin/bash\n", Some(Language::Bash)),
+        ("#!/usr/bin/env bash\n", Some(Language::Bash)),
+        ("#!/usr/bin/env -S python3 -u\n", Some(Language::Python)),
+        ("#!/usr/bin/python3\n", Some(Language::Python)),
+        ("#!/usr/bin/env node\n", Some(Language::JavaScript)),
+        ("#!/usr/bin/perl\n", None),
+        ("echo hi\n", None),
+    ];
+    for (text, language) in cases {
+        assert_eq!(Language::for_path("bin/run", text.as_bytes()), *language, "{text}");
+    }
+    assert_eq!(Language::for_path("src/Main.JAVA", b""), Some(Language::Java));
+    assert_eq!(Language::for_path("x.h", b""), Some(Language::Cpp));
+}
+
+#[test]
+fn limits_bound_size_and_time() {
+    let big = "x = 1\n".repeat(10);
+    let small = Limits { max_bytes: 10, ..Limits::default() };
+    assert_eq!(parse(Language::Python, big.as_bytes(), &small), Parsed::Skipped(Skip::TooLarge));
+    assert_eq!(
+        check_edit("a.py", None, big.as_bytes(), &small),
+        Verdict::Skipped(Language::Python, Skip::TooLarge)
+    );
+    let no_time = Limits { max_time: Duration::ZERO, ..Limits::default() };
+    let long = "x = [1,\n".repeat(20_000);
+    assert_eq!(parse(Language::Python, long.as_bytes(), &no_time), Parsed::Skipped(Skip::TimedOut));
+}
+
+#[test]
+fn messages_quote_the_token_and_the_missing_kind() {
+    let limits = Limits::default();
+    let Parsed::Errors(errors) = parse(Language::Rust, b"fn f() { let x = (1; }\n", &limits) else {
+        panic!()
+    };
+    assert!(!errors.is_empty());
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.message.starts_with("unexpected `") || e.message.starts_with("missing `")),
+        "{errors:?}"
+    );
+    // Collected errors are bounded.
+    let many = "def f(:\n".repeat(5000);
+    let Parsed::Errors(errors) = parse(Language::Python, many.as_bytes(), &limits) else {
+        panic!()
+    };
+    assert!(errors.len() <= MAX_ERRORS);
+}

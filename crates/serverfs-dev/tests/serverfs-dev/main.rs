@@ -21,4 +21,5 @@ mod sandbox;
 mod startup;
 mod state;
 mod stderr_gone;
+mod syntax;
 mod tasks;

@@ -16,19 +16,97 @@ use serverfs_syntax::{Language, Limits, Parsed, Verdict, check_edit, parse};
 /// (`{n}` is replaced by its index), the separator between units, the
 /// text after them.
 const FILES: &[(&str, &str, &str, &str, &str)] = &[
-    ("a.py", "import os\n\n", "class Item{n}:\n    \"\"\"One item.\"\"\"\n\n    def __init__(self, price, count=1):\n        self.price = price\n        self.count = count\n\n    def total(self, rate: float = 0.2) -> float:\n        s = 0\n        for i in range(self.count):\n            if i % 2 == 0:\n                s += self.price * (1 + rate)\n            else:\n                s += self.price\n        return round(s, 2)\n\n\n", "", ""),
-    ("a.rs", "use std::fmt;\n\n", "pub struct Item{n} {\n    price: u64,\n    count: u32,\n}\n\nimpl Item{n} {\n    pub fn total(&self, rate: u64) -> u64 {\n        let mut s = 0;\n        for i in 0..self.count {\n            if i % 2 == 0 {\n                s += self.price * (100 + rate) / 100;\n            } else {\n                s += self.price;\n            }\n        }\n        s\n    }\n}\n\n", "", ""),
-    ("a.go", "package shop\n\n", "type Item{n} struct {\n\tPrice int\n\tCount int\n}\n\nfunc (it *Item{n}) Total(rate int) int {\n\ts := 0\n\tfor i := 0; i < it.Count; i++ {\n\t\tif i%2 == 0 {\n\t\t\ts += it.Price * (100 + rate) / 100\n\t\t} else {\n\t\t\ts += it.Price\n\t\t}\n\t}\n\treturn s\n}\n\n", "", ""),
-    ("a.js", "'use strict';\n\n", "class Item{n} {\n  constructor(price, count = 1) {\n    this.price = price;\n    this.count = count;\n  }\n\n  total(rate = 0.2) {\n    let s = 0;\n    for (let i = 0; i < this.count; i++) {\n      s += i % 2 === 0 ? this.price * (1 + rate) : this.price;\n    }\n    return Math.round(s * 100) / 100;\n  }\n}\n\n", "", ""),
-    ("a.ts", "", "export class Item{n} {\n  constructor(private price: number, private count: number = 1) {}\n\n  total(rate: number = 0.2): number {\n    let s: number = 0;\n    for (let i = 0; i < this.count; i++) {\n      s += i % 2 === 0 ? this.price * (1 + rate) : this.price;\n    }\n    return Math.round(s * 100) / 100;\n  }\n}\n\n", "", ""),
-    ("a.tsx", "", "export const Item{n} = ({ price }: { price: number }) => (\n  <div className=\"item\">\n    <span>{price}</span>\n  </div>\n);\n\n", "", ""),
-    ("a.json", "[\n", "  {\n    \"id\": {n},\n    \"name\": \"item {n}\",\n    \"price\": 12.5,\n    \"tags\": [\"a\", \"b\"],\n    \"stock\": {\"count\": 3, \"where\": null}\n  }", ",\n", "\n]\n"),
-    ("a.yaml", "items:\n", "  - id: {n}\n    name: item {n}\n    price: 12.5\n    tags: [a, b]\n    stock:\n      count: 3\n      where: null\n", "", ""),
-    ("a.toml", "", "[item{n}]\nname = \"item {n}\"\nprice = 12.5\ntags = [\"a\", \"b\"]\nstock = { count = 3, where = \"x\" }\n\n", "", ""),
-    ("a.c", "#include <stdio.h>\n\n", "struct item{n} {\n  int price;\n  int count;\n};\n\nint total{n}(const struct item{n} *it, int rate) {\n  int s = 0;\n  for (int i = 0; i < it->count; i++) {\n    if (i % 2 == 0)\n      s += it->price * (100 + rate) / 100;\n    else\n      s += it->price;\n  }\n  return s;\n}\n\n", "", ""),
-    ("a.cpp", "#include <vector>\n\n", "class Item{n} {\n public:\n  explicit Item{n}(int price) : price_(price) {}\n  int total(const std::vector<int>& rates) const {\n    int s = 0;\n    for (auto r : rates) {\n      s += price_ * (100 + r) / 100;\n    }\n    return s;\n  }\n\n private:\n  int price_;\n};\n\n", "", ""),
-    ("A.java", "package shop;\n\n", "class Item{n} {\n  private final int price;\n\n  Item{n}(int price) {\n    this.price = price;\n  }\n\n  int total(int count, int rate) {\n    int s = 0;\n    for (int i = 0; i < count; i++) {\n      s += i % 2 == 0 ? price * (100 + rate) / 100 : price;\n    }\n    return s;\n  }\n}\n\n", "", ""),
-    ("a.sh", "#!/bin/sh\nset -eu\n\n", "total{n}() {\n  s=0\n  for i in $(seq \"$1\"); do\n    if [ $((i % 2)) -eq 0 ]; then\n      s=$((s + $2))\n    else\n      s=$((s + $2 * 2))\n    fi\n  done\n  echo \"$s\"\n}\n\n", "", ""),
+    (
+        "a.py",
+        "import os\n\n",
+        "class Item{n}:\n    \"\"\"One item.\"\"\"\n\n    def __init__(self, price, count=1):\n        self.price = price\n        self.count = count\n\n    def total(self, rate: float = 0.2) -> float:\n        s = 0\n        for i in range(self.count):\n            if i % 2 == 0:\n                s += self.price * (1 + rate)\n            else:\n                s += self.price\n        return round(s, 2)\n\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.rs",
+        "use std::fmt;\n\n",
+        "pub struct Item{n} {\n    price: u64,\n    count: u32,\n}\n\nimpl Item{n} {\n    pub fn total(&self, rate: u64) -> u64 {\n        let mut s = 0;\n        for i in 0..self.count {\n            if i % 2 == 0 {\n                s += self.price * (100 + rate) / 100;\n            } else {\n                s += self.price;\n            }\n        }\n        s\n    }\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.go",
+        "package shop\n\n",
+        "type Item{n} struct {\n\tPrice int\n\tCount int\n}\n\nfunc (it *Item{n}) Total(rate int) int {\n\ts := 0\n\tfor i := 0; i < it.Count; i++ {\n\t\tif i%2 == 0 {\n\t\t\ts += it.Price * (100 + rate) / 100\n\t\t} else {\n\t\t\ts += it.Price\n\t\t}\n\t}\n\treturn s\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.js",
+        "'use strict';\n\n",
+        "class Item{n} {\n  constructor(price, count = 1) {\n    this.price = price;\n    this.count = count;\n  }\n\n  total(rate = 0.2) {\n    let s = 0;\n    for (let i = 0; i < this.count; i++) {\n      s += i % 2 === 0 ? this.price * (1 + rate) : this.price;\n    }\n    return Math.round(s * 100) / 100;\n  }\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.ts",
+        "",
+        "export class Item{n} {\n  constructor(private price: number, private count: number = 1) {}\n\n  total(rate: number = 0.2): number {\n    let s: number = 0;\n    for (let i = 0; i < this.count; i++) {\n      s += i % 2 === 0 ? this.price * (1 + rate) : this.price;\n    }\n    return Math.round(s * 100) / 100;\n  }\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.tsx",
+        "",
+        "export const Item{n} = ({ price }: { price: number }) => (\n  <div className=\"item\">\n    <span>{price}</span>\n  </div>\n);\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.json",
+        "[\n",
+        "  {\n    \"id\": {n},\n    \"name\": \"item {n}\",\n    \"price\": 12.5,\n    \"tags\": [\"a\", \"b\"],\n    \"stock\": {\"count\": 3, \"where\": null}\n  }",
+        ",\n",
+        "\n]\n",
+    ),
+    (
+        "a.yaml",
+        "items:\n",
+        "  - id: {n}\n    name: item {n}\n    price: 12.5\n    tags: [a, b]\n    stock:\n      count: 3\n      where: null\n",
+        "",
+        "",
+    ),
+    (
+        "a.toml",
+        "",
+        "[item{n}]\nname = \"item {n}\"\nprice = 12.5\ntags = [\"a\", \"b\"]\nstock = { count = 3, where = \"x\" }\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.c",
+        "#include <stdio.h>\n\n",
+        "struct item{n} {\n  int price;\n  int count;\n};\n\nint total{n}(const struct item{n} *it, int rate) {\n  int s = 0;\n  for (int i = 0; i < it->count; i++) {\n    if (i % 2 == 0)\n      s += it->price * (100 + rate) / 100;\n    else\n      s += it->price;\n  }\n  return s;\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.cpp",
+        "#include <vector>\n\n",
+        "class Item{n} {\n public:\n  explicit Item{n}(int price) : price_(price) {}\n  int total(const std::vector<int>& rates) const {\n    int s = 0;\n    for (auto r : rates) {\n      s += price_ * (100 + r) / 100;\n    }\n    return s;\n  }\n\n private:\n  int price_;\n};\n\n",
+        "",
+        "",
+    ),
+    (
+        "A.java",
+        "package shop;\n\n",
+        "class Item{n} {\n  private final int price;\n\n  Item{n}(int price) {\n    this.price = price;\n  }\n\n  int total(int count, int rate) {\n    int s = 0;\n    for (int i = 0; i < count; i++) {\n      s += i % 2 == 0 ? price * (100 + rate) / 100 : price;\n    }\n    return s;\n  }\n}\n\n",
+        "",
+        "",
+    ),
+    (
+        "a.sh",
+        "#!/bin/sh\nset -eu\n\n",
+        "total{n}() {\n  s=0\n  for i in $(seq \"$1\"); do\n    if [ $((i % 2)) -eq 0 ]; then\n      s=$((s + $2))\n    else\n      s=$((s + $2 * 2))\n    fi\n  done\n  echo \"$s\"\n}\n\n",
+        "",
+        "",
+    ),
 ];
 
 /// A valid file of at least `lines` lines.
@@ -99,7 +177,9 @@ fn main() {
             let mut parser = tree_sitter::Parser::new();
             parser.set_language(&grammar).expect("a compatible grammar");
             let (wall, cpu, _) = measure(runs, || parser.parse(&text, None));
-            format!(", \"tree_sitter_alone_wall_ms\": {wall:.3}, \"tree_sitter_alone_cpu_ms\": {cpu:.3}")
+            format!(
+                ", \"tree_sitter_alone_wall_ms\": {wall:.3}, \"tree_sitter_alone_cpu_ms\": {cpu:.3}"
+            )
         });
         #[allow(clippy::print_stdout)]
         {

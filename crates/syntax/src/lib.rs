@@ -63,15 +63,28 @@ pub enum Language {
 impl Language {
     /// The language of the file at `path` (extension, case-insensitive),
     /// or for a file without a known extension the interpreter its
-    /// shebang names (`sh`, `bash`, `python…`, `node`).
+    /// shebang names (`sh`, `bash`, `python…`, `node`). `None` also for
+    /// dialects the grammar would call wrong: JSON with comments and
+    /// trailing commas (`tsconfig*.json`, `jsconfig*.json`, `.vscode/`,
+    /// `.devcontainer/`) and templated YAML (`{{` or `{%`: Helm, Jinja).
     pub fn for_path(path: &str, text: &[u8]) -> Option<Self> {
         let name = path.rsplit('/').next().unwrap_or(path);
-        match name.rsplit_once('.') {
+        let language = match name.rsplit_once('.') {
             Some((stem, ext)) if !stem.is_empty() => {
                 Self::for_extension(&ext.to_ascii_lowercase()).or_else(|| Self::for_shebang(text))
             }
             _ => Self::for_shebang(text),
-        }
+        }?;
+        let dialect = match language {
+            Self::Json => {
+                name.starts_with("tsconfig")
+                    || name.starts_with("jsconfig")
+                    || path.split('/').any(|c| c == ".vscode" || c == ".devcontainer")
+            }
+            Self::Yaml => text.windows(2).any(|w| w == b"{{" || w == b"{%"),
+            _ => false,
+        };
+        (!dialect).then_some(language)
     }
 
     fn for_extension(ext: &str) -> Option<Self> {

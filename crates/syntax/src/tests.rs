@@ -213,3 +213,55 @@ fn messages_quote_the_token_and_the_missing_kind() {
     };
     assert!(errors.len() <= MAX_ERRORS);
 }
+
+#[test]
+fn dialects_the_grammars_refuse_are_not_checked() {
+    let limits = Limits::default();
+    // JSON with comments and trailing commas (tsconfig, VS Code settings).
+    let jsonc = "{\n  // comment\n  \"a\": 1,\n  \"b\": [1, 2],\n}\n";
+    for path in [
+        "tsconfig.json",
+        "web/tsconfig.app.json",
+        "jsconfig.json",
+        ".vscode/settings.json",
+        ".devcontainer/devcontainer.json",
+    ] {
+        assert_eq!(
+            check_edit(path, None, jsonc.as_bytes(), &limits),
+            Verdict::NotChecked,
+            "{path}"
+        );
+    }
+    // The control: the same text as plain JSON is reported.
+    assert!(matches!(
+        check_edit("data.json", None, jsonc.as_bytes(), &limits),
+        Verdict::Broken(..)
+    ));
+    // Templated YAML (Helm, Jinja).
+    let helm = "metadata:\n  name: {{ .Values.name }}\n{{- if .Values.x }}\nspec: {}\n{{- end }}\n";
+    assert_eq!(
+        check_edit("chart/templates/pod.yaml", None, helm.as_bytes(), &limits),
+        Verdict::NotChecked
+    );
+    let jinja = "a: 1\n{% for x in xs %}\n- {{ x }}\n{% endfor %}\n";
+    assert_eq!(check_edit("roles/x.yml", None, jinja.as_bytes(), &limits), Verdict::NotChecked);
+}
+
+#[test]
+fn newer_syntax_parses_clean() {
+    let limits = Limits::default();
+    for (path, text) in [
+        ("a.py", "x = f\"{d[\"a\"]}\"\nif x:\n    pass\n"),
+        ("a.py", "match p:\n    case {\"a\": 1}:\n        pass\n    case _:\n        pass\n"),
+        ("a.ts", "type A<T> = T extends string ? 'a' : 'b';\nconst x = <T,>(a: T) => a;\n"),
+        ("a.c", "#define F(x) ((x) + 1)\nstatic int g(void) { return F(2); }\n"),
+        ("a.h", "#pragma once\nnamespace n { template <typename T> T f(T x); }\n"),
+    ] {
+        let language = Language::for_path(path, text.as_bytes()).unwrap();
+        assert_eq!(
+            check_edit(path, None, text.as_bytes(), &limits),
+            Verdict::Clean(language),
+            "{text}"
+        );
+    }
+}

@@ -22,13 +22,14 @@
 //!   fewer errors with that identity. A file that did not exist before (or
 //!   parsed clean) has every error of the new text blamed on the edit. The
 //!   second parse (of the old text) happens only when the new text has
-//!   errors.
+//!   errors, and reuses the new text's tree (tree-sitter's incremental
+//!   parse), so it costs what the edited region costs.
 //! - No I/O: bytes in, a verdict out.
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use tree_sitter::{Node, ParseOptions, Parser};
+use tree_sitter::{InputEdit, Node, ParseOptions, Parser, Point, Tree};
 
 mod python_indent;
 
@@ -215,15 +216,27 @@ pub enum Parsed {
 
 /// The syntax errors of `text` in `language`, bounded by `limits`.
 pub fn parse(language: Language, text: &[u8], limits: &Limits) -> Parsed {
+    parse_from(language, text, limits, None).0
+}
+
+/// [`parse`], reusing `old` (a tree of another text, already edited to
+/// `text`'s shape: tree-sitter then reparses only what changed), and the
+/// tree it made.
+fn parse_from(
+    language: Language,
+    text: &[u8],
+    limits: &Limits,
+    old: Option<&Tree>,
+) -> (Parsed, Option<Tree>) {
     if text.len() > limits.max_bytes {
-        return Parsed::Skipped(Skip::TooLarge);
+        return (Parsed::Skipped(Skip::TooLarge), None);
     }
     let mut parser = Parser::new();
     if parser.set_language(&language.grammar()).is_err() {
         // Unreachable with the pinned grammars (their ABI is in the core's
         // range; a unit test parses every language): no verdict rather
         // than a wrong one.
-        return Parsed::Errors(Vec::new());
+        return (Parsed::Errors(Vec::new()), None);
     }
     let started = Instant::now();
     let mut progress = |_: &tree_sitter::ParseState| {
@@ -235,8 +248,8 @@ pub fn parse(language: Language, text: &[u8], limits: &Limits) -> Parsed {
     };
     let options = ParseOptions::new().progress_callback(&mut progress);
     let mut read = |offset: usize, _| text.get(offset..).unwrap_or_default();
-    let Some(tree) = parser.parse_with_options(&mut read, None, Some(options)) else {
-        return Parsed::Skipped(Skip::TimedOut);
+    let Some(tree) = parser.parse_with_options(&mut read, old, Some(options)) else {
+        return (Parsed::Skipped(Skip::TimedOut), None);
     };
     let mut errors = Vec::new();
     collect(tree.root_node(), text, &mut errors);
@@ -245,7 +258,34 @@ pub fn parse(language: Language, text: &[u8], limits: &Limits) -> Parsed {
         errors.sort_by_key(|e| (e.line, e.column));
         errors.truncate(MAX_ERRORS);
     }
-    Parsed::Errors(errors)
+    (Parsed::Errors(errors), Some(tree))
+}
+
+/// `tree` (of `from`) edited to the shape of `to`: one edit spanning what
+/// lies between their common prefix and common suffix.
+fn edited(mut tree: Tree, from: &[u8], to: &[u8]) -> Tree {
+    let prefix = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+    let suffix = from[prefix..]
+        .iter()
+        .rev()
+        .zip(to[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let point = |text: &[u8], byte: usize| {
+        let before = &text[..byte];
+        let row = before.iter().filter(|&&b| b == b'\n').count();
+        let column = byte - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        Point { row, column }
+    };
+    tree.edit(&InputEdit {
+        start_byte: prefix,
+        old_end_byte: from.len() - suffix,
+        new_end_byte: to.len() - suffix,
+        start_position: point(from, prefix),
+        old_end_position: point(from, from.len() - suffix),
+        new_end_position: point(to, to.len() - suffix),
+    });
+    tree
 }
 
 /// The outermost ERROR and MISSING nodes under `node`, in file order.
@@ -327,12 +367,18 @@ pub fn check_edit(path: &str, before: Option<&[u8]>, after: &[u8], limits: &Limi
     let Some(language) = Language::for_path(path, after) else {
         return Verdict::NotChecked;
     };
-    let after_errors = match parse(language, after, limits) {
-        Parsed::Skipped(why) => return Verdict::Skipped(language, why),
-        Parsed::Errors(errors) if errors.is_empty() => return Verdict::Clean(language),
-        Parsed::Errors(errors) => errors,
+    let (after_errors, tree) = match parse_from(language, after, limits, None) {
+        (Parsed::Skipped(why), _) => return Verdict::Skipped(language, why),
+        (Parsed::Errors(errors), _) if errors.is_empty() => return Verdict::Clean(language),
+        (Parsed::Errors(errors), tree) => (errors, tree),
     };
-    let before_errors = match before.map(|b| parse(language, b, limits)) {
+    // The old text is parsed from the new one's tree: only the edited
+    // region is parsed again.
+    let reparse = |b: &[u8]| {
+        let old = tree.map(|t| edited(t, after, b));
+        parse_from(language, b, limits, old.as_ref()).0
+    };
+    let before_errors = match before.map(reparse) {
         None => Vec::new(),
         Some(Parsed::Errors(errors)) => errors,
         // An old text that could not be parsed cannot tell new errors from

@@ -265,3 +265,18 @@ fn newer_syntax_parses_clean() {
         );
     }
 }
+
+#[test]
+fn the_incremental_parse_of_the_old_text_finds_what_a_fresh_parse_finds() {
+    let limits = Limits::default();
+    for &(path, valid, broken, _) in CASES {
+        let language = Language::for_path(path, valid.as_bytes()).unwrap();
+        // Both directions: broken from valid's tree, valid from broken's.
+        for (from, to) in [(valid, broken), (broken, valid), (broken, "")] {
+            let (_, tree) = parse_from(language, from.as_bytes(), &limits, None);
+            let old = edited(tree.unwrap(), from.as_bytes(), to.as_bytes());
+            let (reparsed, _) = parse_from(language, to.as_bytes(), &limits, Some(&old));
+            assert_eq!(reparsed, parse(language, to.as_bytes(), &limits), "{path}: {to:?}");
+        }
+    }
+}

@@ -280,3 +280,53 @@ fn the_incremental_parse_of_the_old_text_finds_what_a_fresh_parse_finds() {
         }
     }
 }
+
+/// Recent language versions: an edit that uses them must not be blamed.
+#[test]
+fn modern_constructs_of_every_language_parse_clean() {
+    let limits = Limits::default();
+    for (path, text) in [
+        (
+            "a.rs",
+            "fn f(a: Option<u8>, b: bool) {\n    if let Some(x) = a && b {\n        let _ = x;\n    }\n    let Some(y) = a else { return };\n    let p = &raw const y;\n    let c = async || 1;\n}\nfn g() -> impl Sized + use<> {}\n",
+        ),
+        ("a.py", "type X = int\ndef f[T](x: T) -> T:\n    return x\nclass A[T]:\n    pass\n"),
+        (
+            "a.go",
+            "package p\n\nfunc F[T any](x T) T { return x }\n\nfunc G() {\n\tfor i := range 10 {\n\t\t_ = i\n\t}\n}\n",
+        ),
+        (
+            "A.java",
+            "record P(int x) {}\nsealed interface S permits P2 {}\nfinal class P2 implements S {}\nclass A {\n  String f(Object o) {\n    return switch (o) {\n      case Integer i when i > 0 -> \"pos\";\n      default -> { var s = \"\"\"\n        text\n        \"\"\"; yield s; }\n    };\n  }\n}\n",
+        ),
+        (
+            "a.cpp",
+            "template <typename T>\nconcept C = requires(T t) { t.f(); };\nauto g(C auto x) { return x; }\nint h() { auto [a, b] = std::pair{1, 2}; return a <=> b == 0; }\n",
+        ),
+        (
+            "a.ts",
+            "const x = { a: 1 } satisfies Record<string, number>;\nenum E { A }\nfunction f(this: Window, ...a: number[]): asserts a is number[] {}\nclass C { @dec() m() {} accessor y = 1; }\n",
+        ),
+        (
+            "a.js",
+            "class A { #p = 1; static { } get #q() { return this.#p; } }\nconst y = a?.b ?? c;\nlabel: for (const z of w) { break label; }\nimport x from './a.json' with { type: 'json' };\n",
+        ),
+        (
+            "a.sh",
+            "#!/bin/bash\ndeclare -A m=([a]=1)\nf() { local x=${1:-d}; echo \"${x^^}\"; }\ncat <<EOF\n$(f a)\nEOF\n[[ $a =~ ^x ]] && echo y\n",
+        ),
+        (
+            "a.c",
+            "_Static_assert(1, \"x\");\nstatic inline int f(int n, int a[static n]) { return a[0]; }\n",
+        ),
+        ("a.toml", "a = 1979-05-27T07:32:00Z\nb = \"\"\"\nx\"\"\"\n[[t]]\nc = { d = [1, 2] }\n"),
+        ("a.yaml", "a: &x\n  b: 1\nc:\n  <<: *x\nd: |\n  text\n---\n- !tag x\n"),
+    ] {
+        let language = Language::for_path(path, text.as_bytes()).unwrap();
+        assert_eq!(
+            check_edit(path, None, text.as_bytes(), &limits),
+            Verdict::Clean(language),
+            "{text}"
+        );
+    }
+}

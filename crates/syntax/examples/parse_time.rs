@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use serverfs_syntax::{Language, Limits, Parsed, Verdict, check_edit, parse};
+use serverfs_syntax::{Language, Limits, Parsed, Verdict, check_edit, check_edit_reusing, parse};
 
 /// Per language: a file name, the text before the repeated unit, the unit
 /// (`{n}` is replaced by its index), the separator between units, the
@@ -173,6 +173,17 @@ fn main() {
         let broken = format!("{text}(\n");
         let (check_wall, check_cpu, verdict) =
             measure(runs, || check_edit(path, Some(text.as_bytes()), broken.as_bytes(), &limits));
+        // The next edit of a file whose parse was kept (what the writer
+        // does): one line changed in the middle, parsed incrementally.
+        let mid = text.len() / 2;
+        let at = mid + text[mid..].find('\n').map_or(0, |i| i + 1);
+        let edited = format!("{}{}", &text[..at], text[at..].replacen("1", "2", 1));
+        let kept = check_edit_reusing(path, None, text.as_bytes(), &limits, None).1;
+        let (reedit_wall, reedit_cpu, reedit) = measure(runs, || {
+            let (b, a) = (Some(text.as_bytes()), edited.as_bytes());
+            check_edit_reusing(path, b, a, &limits, kept.clone()).0
+        });
+        assert_eq!(reedit, Verdict::Clean(language), "{path}: the re-edit is clean");
         let bare = bare_grammar(path).map(|grammar| {
             let mut parser = tree_sitter::Parser::new();
             parser.set_language(&grammar).expect("a compatible grammar");
@@ -184,7 +195,7 @@ fn main() {
         #[allow(clippy::print_stdout)]
         {
             println!(
-                "{{\"language\": \"{}\", \"path\": \"{path}\", \"lines\": {}, \"bytes\": {}, \"runs\": {runs}, \"parse_wall_ms\": {wall:.3}, \"parse_cpu_ms\": {cpu:.3}, \"errors\": {errors}, \"broken_check_wall_ms\": {check_wall:.3}, \"broken_check_cpu_ms\": {check_cpu:.3}, \"broken_reported\": {}{}}}",
+                "{{\"language\": \"{}\", \"path\": \"{path}\", \"lines\": {}, \"bytes\": {}, \"runs\": {runs}, \"parse_wall_ms\": {wall:.3}, \"parse_cpu_ms\": {cpu:.3}, \"errors\": {errors}, \"broken_check_wall_ms\": {check_wall:.3}, \"broken_check_cpu_ms\": {check_cpu:.3}, \"broken_reported\": {}, \"reedit_wall_ms\": {reedit_wall:.3}, \"reedit_cpu_ms\": {reedit_cpu:.3}{}}}",
                 language.name(),
                 text.lines().count(),
                 text.len(),

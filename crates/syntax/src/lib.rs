@@ -23,7 +23,10 @@
 //!   parsed clean) has every error of the new text blamed on the edit. The
 //!   second parse (of the old text) happens only when the new text has
 //!   errors, and reuses the new text's tree (tree-sitter's incremental
-//!   parse), so it costs what the edited region costs.
+//!   parse), so it costs what the edited region costs. A caller that keeps
+//!   the parse of what it wrote ([`check_edit_reusing`], [`KeptParse`])
+//!   has the next edit of that file parsed incrementally too; a kept parse
+//!   is used only when its text is the old text byte for byte.
 //! - No I/O: bytes in, a verdict out.
 
 use std::ops::ControlFlow;
@@ -364,29 +367,76 @@ pub enum Verdict {
 /// The syntax errors that writing `after` over `before` (`None`: a new
 /// file) introduced in the file at `path`.
 pub fn check_edit(path: &str, before: Option<&[u8]>, after: &[u8], limits: &Limits) -> Verdict {
+    check_edit_reusing(path, before, after, limits, None).0
+}
+
+/// A text parsed by [`check_edit_reusing`], kept by the caller for the
+/// next check of the same file: its tree lets tree-sitter reparse only
+/// what the next edit changed, and its errors need no parse at all.
+#[derive(Clone)]
+pub struct KeptParse {
+    language: Language,
+    text: Vec<u8>,
+    tree: Tree,
+    errors: Vec<SyntaxError>,
+}
+
+impl KeptParse {
+    /// The bytes this parse is of.
+    pub fn text(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+/// [`check_edit`], reusing `kept` (an earlier parse of this file) when its
+/// text is `before`; also the parse of `after`, to keep for the next edit
+/// (`None` when it was not parsed).
+pub fn check_edit_reusing(
+    path: &str,
+    before: Option<&[u8]>,
+    after: &[u8],
+    limits: &Limits,
+    kept: Option<KeptParse>,
+) -> (Verdict, Option<KeptParse>) {
     let Some(language) = Language::for_path(path, after) else {
-        return Verdict::NotChecked;
+        return (Verdict::NotChecked, None);
     };
-    let (after_errors, tree) = match parse_from(language, after, limits, None) {
-        (Parsed::Skipped(why), _) => return Verdict::Skipped(language, why),
-        (Parsed::Errors(errors), _) if errors.is_empty() => return Verdict::Clean(language),
-        (Parsed::Errors(errors), tree) => (errors, tree),
+    let kept = kept.filter(|k| k.language == language && Some(k.text.as_slice()) == before);
+    let old_tree = kept.as_ref().map(|k| edited(k.tree.clone(), &k.text, after));
+    let (after_errors, tree) = match parse_from(language, after, limits, old_tree.as_ref()) {
+        (Parsed::Errors(errors), Some(tree)) => (errors, tree),
+        (Parsed::Skipped(why), _) => return (Verdict::Skipped(language, why), None),
+        // No tree: the grammar could not be loaded (see parse_from).
+        (Parsed::Errors(_), None) => return (Verdict::Clean(language), None),
     };
-    // The old text is parsed from the new one's tree: only the edited
-    // region is parsed again.
-    let reparse = |b: &[u8]| {
-        let old = tree.map(|t| edited(t, after, b));
-        parse_from(language, b, limits, old.as_ref()).0
+    let keep = |errors: Vec<SyntaxError>| KeptParse {
+        language,
+        text: after.to_vec(),
+        tree: tree.clone(),
+        errors,
     };
-    let before_errors = match before.map(reparse) {
-        None => Vec::new(),
-        Some(Parsed::Errors(errors)) => errors,
-        // An old text that could not be parsed cannot tell new errors from
-        // old ones: blame nothing.
-        Some(Parsed::Skipped(_)) => return Verdict::Clean(language),
+    if after_errors.is_empty() {
+        return (Verdict::Clean(language), Some(keep(after_errors)));
+    }
+    let before_errors = match (kept, before) {
+        (Some(kept), _) => kept.errors,
+        (None, None) => Vec::new(),
+        // The old text is parsed from the new one's tree: only the edited
+        // region is parsed again.
+        (None, Some(b)) => {
+            let old = edited(tree.clone(), after, b);
+            match parse_from(language, b, limits, Some(&old)).0 {
+                Parsed::Errors(errors) => errors,
+                // An old text that could not be parsed cannot tell new
+                // errors from old ones: blame nothing.
+                Parsed::Skipped(_) => return (Verdict::Clean(language), Some(keep(after_errors))),
+            }
+        }
     };
-    let new = introduced(before_errors, after_errors);
-    if new.is_empty() { Verdict::Clean(language) } else { Verdict::Broken(language, new) }
+    let new = introduced(before_errors, after_errors.clone());
+    let verdict =
+        if new.is_empty() { Verdict::Clean(language) } else { Verdict::Broken(language, new) };
+    (verdict, Some(keep(after_errors)))
 }
 
 /// The errors of `after` not matched, one for one, by an error of `before`

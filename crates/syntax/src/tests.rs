@@ -330,3 +330,36 @@ fn modern_constructs_of_every_language_parse_clean() {
         );
     }
 }
+
+#[test]
+fn a_kept_parse_gives_what_a_fresh_check_gives() {
+    let limits = Limits::default();
+    for &(path, valid, broken, _) in CASES {
+        // valid -> broken -> broken with a line more -> valid, each step
+        // from the previous step's kept parse.
+        let more = format!("{broken}\n");
+        let steps = [
+            (None, valid),
+            (Some(valid), broken),
+            (Some(broken), more.as_str()),
+            (Some(more.as_str()), valid),
+        ];
+        let mut kept = None;
+        for (before, after) in steps {
+            let b = before.map(str::as_bytes);
+            let (verdict, next) = check_edit_reusing(path, b, after.as_bytes(), &limits, kept);
+            assert_eq!(
+                verdict,
+                check_edit(path, b, after.as_bytes(), &limits),
+                "{path}: {after:?}"
+            );
+            let next = next.expect("kept");
+            assert_eq!(next.text(), after.as_bytes());
+            kept = Some(next);
+        }
+        // A kept parse of another text is not used.
+        let (verdict, _) =
+            check_edit_reusing(path, Some(broken.as_bytes()), broken.as_bytes(), &limits, kept);
+        assert_eq!(verdict, check_edit(path, Some(broken.as_bytes()), broken.as_bytes(), &limits));
+    }
+}

@@ -50,7 +50,7 @@ impl Writer {
         }
         let overwrite = matches!(args.mode, WriteMode::Overwrite);
         let before = self.before_write(&args.path, &bytes, overwrite);
-        let check = SyntaxCheck::new();
+        let check = SyntaxCheck::new(&self.kept_parses, true);
         let syntax = match &before {
             Before::Unknown => None,
             Before::Absent => check.file(&args.path, None, &bytes),

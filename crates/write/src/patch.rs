@@ -50,7 +50,7 @@ impl Writer {
         let mut changes = Vec::new();
         let mut files = Vec::new();
         let mut seen = HashSet::new();
-        let syntax = SyntaxCheck::new();
+        let syntax = SyntaxCheck::new(&self.kept_parses, !dry_run);
         for operation in &patch.operations {
             deadline.check().map_err(|_| deadline.error(&"apply_patch"))?;
             let (change, file) = self.plan_operation(operation, &mut seen, &syntax, deadline)?;
@@ -69,7 +69,7 @@ impl Writer {
         &self,
         operation: &Operation,
         seen: &mut HashSet<String>,
-        syntax: &SyntaxCheck,
+        syntax: &SyntaxCheck<'_>,
         deadline: &Deadline,
     ) -> Result<(Vec<Change>, FilePlan), FsError> {
         let root = &self.root;

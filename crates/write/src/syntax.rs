@@ -9,19 +9,27 @@
 //! parse budget, and all files of one call together at most
 //! [`CALL_BUDGET`] of parsing; files past it are not checked. A file not
 //! checked (unknown language, too large, out of time) gets no warning.
+//! The writer keeps the parses of the last [`KEPT_PARSES`] files written,
+//! so the next edit of one of them is parsed incrementally.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use serverfs_syntax::{Limits, Verdict, check_edit};
+use serverfs_syntax::{KeptParse, Limits, Verdict, check_edit_reusing};
 
 /// Errors listed per file; the rest are counted.
 const LISTED_ERRORS: usize = 5;
 
 /// Parsing time of one call, all its files together.
 const CALL_BUDGET: Duration = Duration::from_secs(2);
+
+/// Parses kept for the next edit of the same files (each at most the
+/// parse cap, 1 MiB of text, and its tree).
+const KEPT_PARSES: usize = 4;
 
 /// Syntax errors a write introduced in one file.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -52,14 +60,47 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Checks the files of one call within [`CALL_BUDGET`].
-pub(crate) struct SyntaxCheck {
-    started: Instant,
+/// The parses of the files written last, so that the next edit of one of
+/// them is parsed incrementally (a model often patches a file several
+/// times in a row). Looked up by path and used only when its text is the
+/// file's current content, byte for byte: a stale entry is never used.
+#[derive(Default)]
+pub(crate) struct KeptParses(Mutex<VecDeque<(String, KeptParse)>>);
+
+impl std::fmt::Debug for KeptParses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.debug_list().entries(kept.iter().map(|(path, _)| path)).finish()
+    }
 }
 
-impl SyntaxCheck {
-    pub(crate) fn new() -> Self {
-        Self { started: Instant::now() }
+impl KeptParses {
+    fn take(&self, path: &str) -> Option<KeptParse> {
+        let mut kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = kept.iter().position(|(p, _)| p == path)?;
+        kept.remove(at).map(|(_, parse)| parse)
+    }
+
+    fn put(&self, path: &str, parse: KeptParse) {
+        let mut kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.retain(|(p, _)| p != path);
+        kept.push_front((path.to_owned(), parse));
+        kept.truncate(KEPT_PARSES);
+    }
+}
+
+/// Checks the files of one call within [`CALL_BUDGET`].
+pub(crate) struct SyntaxCheck<'a> {
+    started: Instant,
+    kept: &'a KeptParses,
+    /// Whether the new texts are kept (not for a dry run: they are not
+    /// written).
+    keep: bool,
+}
+
+impl<'a> SyntaxCheck<'a> {
+    pub(crate) fn new(kept: &'a KeptParses, keep: bool) -> Self {
+        Self { started: Instant::now(), kept, keep }
     }
 
     /// The warning for writing `after` over `before` (`None`: a new file)
@@ -73,7 +114,12 @@ impl SyntaxCheck {
         let left = CALL_BUDGET.checked_sub(self.started.elapsed())?;
         let defaults = Limits::default();
         let limits = Limits { max_time: left.min(defaults.max_time), ..defaults };
-        let Verdict::Broken(language, errors) = check_edit(path, before, after, &limits) else {
+        let (verdict, parsed) =
+            check_edit_reusing(path, before, after, &limits, self.kept.take(path));
+        if let (true, Some(parsed)) = (self.keep, parsed) {
+            self.kept.put(path, parsed);
+        }
+        let Verdict::Broken(language, errors) = verdict else {
             return None;
         };
         Some(SyntaxWarning {

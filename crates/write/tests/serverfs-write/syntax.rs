@@ -129,3 +129,29 @@ fn write_file_warns_about_new_errors_only() {
     result.to_text(None, &mut text);
     assert!(text.contains("\nsyntax error: c.yaml:1:"), "{text}");
 }
+
+#[test]
+fn consecutive_edits_of_a_file_never_use_a_stale_parse() {
+    let f = fixture();
+    let deadline = Deadline::never();
+    f.put("m.py", CLEAN.as_bytes(), 0o644);
+    let first = " def f(x):\n-    y = x + 1\n+    y = x + 2\n";
+    let report = f.writer.apply_patch(&update("m.py", first), false, &deadline).unwrap();
+    assert!(report.files[0].syntax.is_none());
+
+    // Changed behind the writer's back, with an error on line 1: the parse
+    // kept from the patch above is of other bytes and must not be used,
+    // else this old error would be blamed on the next patch.
+    f.put("m.py", b"x = = 1\ndef f(x):\n    y = x + 2\n    return y\n", 0o644);
+    let second = "     y = x + 2\n-    return y\n+    return y * 2\n";
+    let report = f.writer.apply_patch(&update("m.py", second), false, &deadline).unwrap();
+    assert!(report.files[0].syntax.is_none(), "{:?}", report.files[0].syntax);
+
+    // The next patch breaks line 4 (reparsed from the kept parse): only
+    // that is reported.
+    let third = "     y = x + 2\n-    return y * 2\n+        return y * 2\n";
+    let report = f.writer.apply_patch(&update("m.py", third), false, &deadline).unwrap();
+    let errors = &report.files[0].syntax.as_ref().expect("not reported").errors;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!((errors[0].line, errors[0].error.as_str()), (4, "unexpected indent"));
+}

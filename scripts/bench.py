@@ -4,6 +4,7 @@
     python3 scripts/bench.py [--quick] [--bin PATH [--bin PATH2 ...]] [--build] [--only S1,S5,...]
                              [--client sdk|raw] [--reps N] [--calls N] [--wrk-seconds N]
     python3 scripts/bench.py --dev [--quick] [--dev-bin PATH] [--no-dc] [--only D1,D2,D3] [--calls N]
+    python3 scripts/bench.py --syntax [--reps N]
 
 First run: installs what is missing with apt-get (linux-source, ripgrep, wrk, time; as
 root or via sudo), extracts the Linux source into bench-data/ (gitignored, reused), writes
@@ -52,6 +53,18 @@ contender starting once the server that just answered uses no CPU; median and p9
   D3  read_file of 200 lines (101-300 of 1000)  vs  sed -n 101,300p  vs  DC read_file (offset, length)
   Every answer is checked against its anchor: exit 0 and a finished process; the same bytes
   after the edit; the same 200 lines. --no-dc leaves DC out (no node/npm needed).
+
+The syntax check of apply_patch and write_file (--syntax; needs only cargo): builds
+crates/syntax/examples/parse_time.rs (release) and runs it in this process's place:
+  P1  per language, a valid 10,000-line file parsed --reps times (default 21) with
+      serverfs-syntax's parse (size cap, time budget, error walk; Python's indentation
+      pass), beside tree-sitter alone for Python and Rust; and the check after a broken
+      edit, which parses the new text, then the old one from the new tree (incremental);
+      and the next edit of a file whose parse the writer kept (one line changed in the
+      middle; incremental). Medians of wall time and of the
+      thread's CPU time; target: parse of a 10,000-line Python or Rust file <= 20 ms
+      (CPU, which other work on a shared machine inflates less than wall time). Checks:
+      every valid file parses with 0 errors and every broken edit is reported.
 
 Clients: S1-S3 are shown twice, [sdk] with the official MCP Python SDK client (mode legacy,
 where ping exists), as issue 10 measured S1, and [raw], newline-delimited JSON-RPC written by
@@ -884,6 +897,49 @@ def wait_quiet(pid: int, quiet_s: float = 0.002, limit_s: float = 0.2) -> None:
 DEV_READ_LINES = "".join(f"line {i}: let item_{i} = table.get({i}).map(|x| x * 2).unwrap_or_default();\n"
                          for i in range(1, 1001))
 DEV_READ_FROM = 101  # D3 reads lines 101-300
+SYNTAX_TARGET_MS = 20.0  # P1: a 10,000-line file, issue 36
+SYNTAX_TARGETED = ("Python", "Rust")
+
+
+def run_syntax(a: argparse.Namespace) -> int:
+    """P1: parse time of serverfs-syntax per language (crates/syntax/examples/parse_time.rs)."""
+    reps = a.reps or 21
+    subprocess.run(["cargo", "build", "--quiet", "--release", "--locked", "-p", "serverfs-syntax",
+                    "--example", "parse_time"], cwd=REPO, check=True)
+    out = REPO / "results" / time.strftime("bench-syntax-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    before, load_before = uptime(), loadavg()
+    run = subprocess.run([str(REPO / "target/release/examples/parse_time"), "10000", str(reps)],
+                         check=True, capture_output=True, text=True)
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    after, load_after = uptime(), loadavg()
+    problems = []
+    text = (f"serverfs-syntax parse time, {reps} runs per figure, {os.cpu_count()} cpus\n"
+            f"uptime before: {before}\n{load_before} (before)\n\n"
+            "| language | lines | KiB | parse wall | parse CPU | tree-sitter alone CPU | broken edit check CPU "
+            f"(new + old incremental) | next edit, kept parse, CPU | CPU <= {SYNTAX_TARGET_MS:.0f} ms |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        alone = r.get("tree_sitter_alone_cpu_ms")
+        meets = ("yes" if r["parse_cpu_ms"] <= SYNTAX_TARGET_MS else "NO") if r["language"] in SYNTAX_TARGETED else "—"
+        text += (f"| {r['language']} | {r['lines']:,} | {r['bytes'] / 1024:.0f} | {r['parse_wall_ms']:.1f} ms "
+                 f"| {r['parse_cpu_ms']:.1f} ms | {f'{alone:.1f} ms' if alone is not None else '—'} "
+                 f"| {r['broken_check_cpu_ms']:.1f} ms | {r['reedit_cpu_ms']:.1f} ms | {meets} |\n")
+        if r["errors"] != 0:
+            problems.append(f"{r['language']}: the valid file has {r['errors']} errors (-1: not parsed)")
+        if not r["broken_reported"]:
+            problems.append(f"{r['language']}: the broken edit was not reported")
+    text += ("\nMedians per call. Target (issue 36): a 10,000-line file parsed in <= 20 ms, shown for "
+             f"{' and '.join(SYNTAX_TARGETED)}.\n")
+    text += f"\nuptime after:  {after}\n{load_after} (after)\n"
+    if problems:
+        text += "\nCHECKS FAILED:\n" + "".join(f"- {p}\n" for p in problems)
+    print(text)
+    (out / "table.md").write_text(text)
+    (out / "results.json").write_text(json.dumps({"args": vars(a), "uptime_before": before, "uptime_after": after,
+                                                   "rows": rows, "problems": problems}, indent=2) + "\n")
+    log(f"bench: results in {out.relative_to(REPO)}")
+    return 1 if problems else 0
 
 
 def run_dev(a: argparse.Namespace) -> int:
@@ -1068,7 +1124,10 @@ def main() -> int:
     ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1-D3 only (--only D1,D3 to pick)")
     ap.add_argument("--dev-bin", help="serverfs-dev binary (default target/release/serverfs-dev)")
     ap.add_argument("--no-dc", action="store_true", help="--dev without Desktop Commander (no node/npm needed)")
+    ap.add_argument("--syntax", action="store_true", help="P1 only: serverfs-syntax parse time per language")
     a = ap.parse_args()
+    if a.syntax:
+        return run_syntax(a)
     if a.dev:
         a.only = sorted({s.strip() for s in a.only.split(",") if s.strip()})
         return run_dev(a)

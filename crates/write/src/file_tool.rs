@@ -1,7 +1,8 @@
 //! write_file and apply_patch as tools: their arguments, write_file's
 //! result (and the text a model reads of it). write_file takes text or
 //! base64 bytes of at most the writer's file cap and commits them with
-//! [`Writer::write_file`], so it is as atomic and link-proof as any write.
+//! [`Writer::write_file`], so it is as atomic and link-proof as any write,
+//! and reports the syntax errors it introduced (`crate::syntax`).
 
 use std::fmt::Write as _;
 
@@ -12,6 +13,7 @@ use serverfs_core::render::shown_path;
 use serverfs_core::{ErrorCode, FsError, Reported, ToText};
 
 use crate::Writer;
+use crate::syntax::{SyntaxCheck, SyntaxWarning};
 
 impl Writer {
     /// write_file: creates (`create`) or creates-or-replaces (`overwrite`,
@@ -47,9 +49,44 @@ impl Writer {
             ));
         }
         let overwrite = matches!(args.mode, WriteMode::Overwrite);
+        let before = self.before_write(&args.path, &bytes, overwrite);
+        let check = SyntaxCheck::new(&self.kept_parses, true);
+        let syntax = match &before {
+            Before::Unknown => None,
+            Before::Absent => check.file(&args.path, None, &bytes),
+            Before::Bytes(old) => check.file(&args.path, Some(old), &bytes),
+        };
         let report = self.write_file(&args.path, bytes, overwrite)?;
-        Ok(WriteFileResult { path: report.path, size: report.size, sha256: report.sha256 })
+        Ok(WriteFileResult { path: report.path, size: report.size, sha256: report.sha256, syntax })
     }
+
+    /// What the file was before the write, read only when its syntax is
+    /// checked (a language `serverfs-syntax` knows): the old errors are not
+    /// blamed on the write.
+    fn before_write(&self, path: &str, bytes: &[u8], overwrite: bool) -> Before {
+        if serverfs_syntax::Language::for_path(path, bytes).is_none() {
+            return Before::Unknown;
+        }
+        if !overwrite {
+            // create refuses an existing file: a successful write is new.
+            return Before::Absent;
+        }
+        let Ok(loc) = self.root.locate(path) else { return Before::Unknown };
+        match self.current_file(&loc) {
+            Ok((old, _)) => Before::Bytes(old),
+            Err(e) if e.code() == ErrorCode::PathNotFound => Before::Absent,
+            // Unreadable (a link, over the cap): the write decides; the
+            // check cannot tell old errors from new ones.
+            Err(_) => Before::Unknown,
+        }
+    }
+}
+
+/// The file a write replaces, as far as the syntax check is concerned.
+enum Before {
+    Absent,
+    Bytes(Vec<u8>),
+    Unknown,
 }
 
 /// How write_file treats an existing file (no doc per variant: the
@@ -101,6 +138,10 @@ pub struct WriteFileResult {
     pub size: u64,
     /// SHA-256 of the bytes written, hex.
     pub sha256: String,
+    /// Syntax errors the write introduced (absent: none, or not checked);
+    /// the file is written all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syntax: Option<SyntaxWarning>,
 }
 
 impl Reported for WriteFileResult {}
@@ -109,5 +150,8 @@ impl ToText for WriteFileResult {
     fn to_text(&self, workdir: Option<&str>, out: &mut String) {
         let path = shown_path(workdir, &self.path);
         let _ = writeln!(out, "wrote {path}: {} bytes, sha256 {}", self.size, self.sha256);
+        if let Some(syntax) = &self.syntax {
+            syntax.write_text(&path, true, out);
+        }
     }
 }

@@ -41,6 +41,10 @@
 //!   (mode 0200), and [`prepare_state_dir`] refuses a state dir below any
 //!   path commands may write (or, when narrowed, read).
 //!
+//! Files written by apply_patch and write_file are parsed afterwards, and
+//! syntax errors the write introduced are reported, never refused
+//! ([`SyntaxWarning`]).
+//!
 //! Errors are the core's [`serverfs_core::FsError`] with its stable codes.
 //!
 //! [`Root::locate`]: serverfs_core::Root::locate
@@ -54,6 +58,7 @@ mod owner;
 mod patch;
 mod shared;
 mod state_dir;
+mod syntax;
 mod tx;
 mod upload;
 
@@ -66,6 +71,7 @@ pub use journal::Op;
 pub use patch::{FilePlan, HunkMatch, PatchReport};
 pub use serverfs_patch::PatchLimits;
 pub use state_dir::{Reach, default_state_dir, prepare_state_dir};
+pub use syntax::{SyntaxErrorAt, SyntaxWarning};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,
     WriteReport, Writer, WriterConfig,

@@ -15,7 +15,9 @@
 //! cost bound is in `serverfs-patch`'s `plan` module): a stopped call is
 //! `TIMEOUT` and writes nothing. The answer is bounded whatever the patch:
 //! per file an operation, two paths, two sizes and at most 100 hunk
-//! reports (the rest counted in `hunks_not_listed`); never file content.
+//! reports (the rest counted in `hunks_not_listed`) and a syntax warning
+//! of at most a few lines ([`SyntaxWarning`]); never file content beyond
+//! the lines those quote.
 
 use std::collections::HashSet;
 
@@ -24,6 +26,7 @@ use serde::Serialize;
 use serverfs_core::{Deadline, EntryKind, ErrorCode, FsError, Location, Meta, Reported, ToText};
 use serverfs_patch::{HunkReport, Operation, PatchLimits};
 
+use crate::syntax::{SyntaxCheck, SyntaxWarning};
 use crate::tx::{Change, Writer};
 
 impl Writer {
@@ -47,9 +50,10 @@ impl Writer {
         let mut changes = Vec::new();
         let mut files = Vec::new();
         let mut seen = HashSet::new();
+        let syntax = SyntaxCheck::new(&self.kept_parses, !dry_run);
         for operation in &patch.operations {
             deadline.check().map_err(|_| deadline.error(&"apply_patch"))?;
-            let (change, file) = self.plan_operation(operation, &mut seen, deadline)?;
+            let (change, file) = self.plan_operation(operation, &mut seen, &syntax, deadline)?;
             changes.extend(change);
             files.push(file);
         }
@@ -65,6 +69,7 @@ impl Writer {
         &self,
         operation: &Operation,
         seen: &mut HashSet<String>,
+        syntax: &SyntaxCheck<'_>,
         deadline: &Deadline,
     ) -> Result<(Vec<Change>, FilePlan), FsError> {
         let root = &self.root;
@@ -90,7 +95,8 @@ impl Writer {
                 self.must_not_exist(&loc)?;
                 let bytes = serverfs_patch::add_file_bytes(lines);
                 self.within_cap(&path, bytes.len())?;
-                let file = FilePlan::new("add", &path).after(bytes.len());
+                let mut file = FilePlan::new("add", &path).after(bytes.len());
+                file.syntax = syntax.file(&path, None, &bytes);
                 Ok((vec![Change::Create { path, bytes, mode: None, create_parents: true }], file))
             }
             Operation::Delete { path, .. } => {
@@ -121,6 +127,7 @@ impl Writer {
                     let mut file =
                         FilePlan::new("update", &path).before(old.len()).after(new.len());
                     file.list_hunks(&hunks);
+                    file.syntax = syntax.file(&path, Some(&old), &new);
                     return Ok((vec![Change::Replace { path, expected: old, bytes: new }], file));
                 };
                 let target_loc = root.locate(target)?;
@@ -129,6 +136,8 @@ impl Writer {
                 let mut file = FilePlan::new("move", &path).before(old.len()).after(new.len());
                 file.move_to = Some(target.clone());
                 file.list_hunks(&hunks);
+                // The language of the file is its new name's.
+                file.syntax = syntax.file(&target, Some(&old), &new);
                 let changes = vec![
                     Change::Delete { path, expected: Some(old) },
                     Change::Create {
@@ -145,7 +154,7 @@ impl Writer {
 
     /// The bytes and metadata of the regular file at `loc`, which must not
     /// be a link (writes never touch one) and must be within the file cap.
-    fn current_file(&self, loc: &Location<'_>) -> Result<(Vec<u8>, Meta), FsError> {
+    pub(crate) fn current_file(&self, loc: &Location<'_>) -> Result<(Vec<u8>, Meta), FsError> {
         let (parent, name) = self.root.open_parent(loc)?;
         let meta = match parent.meta(&name)? {
             None => {
@@ -282,6 +291,9 @@ impl ToText for PatchReport {
                 let _ = write!(out, " and {} more hunks", file.hunks_not_listed);
             }
             out.push('\n');
+            if let Some(syntax) = &file.syntax {
+                syntax.write_text(file.move_to.as_ref().unwrap_or(&file.path), self.applied, out);
+            }
         }
     }
 }
@@ -309,6 +321,10 @@ pub struct FilePlan {
     /// Hunks of this file past the first 100, matched but not listed.
     #[serde(skip_serializing_if = "is_zero")]
     pub hunks_not_listed: u64,
+    /// Syntax errors the patch introduced in the file (absent: none, or
+    /// not checked); the patch is applied all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syntax: Option<SyntaxWarning>,
 }
 
 /// Hunks listed per file: the answer stays a few KiB however many hunks a
@@ -329,6 +345,7 @@ impl FilePlan {
             bytes_after: None,
             hunks: Vec::new(),
             hunks_not_listed: 0,
+            syntax: None,
         }
     }
 

@@ -58,6 +58,7 @@ use crate::journal::{self, Journal, JournalChange, JournalDir, Op, RootId, State
 use crate::locks::LockTable;
 use crate::owner::{self, Liveness, Registered, WriterId};
 use crate::shared::SharedDir;
+use crate::syntax::KeptParses;
 
 /// Default cap on the size of a file that is replaced or deleted (its
 /// current bytes are read to be re-verified): 256 KiB.
@@ -199,6 +200,8 @@ pub struct Writer {
     next_txid: AtomicU64,
     /// This writer's identity, alive while it is.
     owner: Registered,
+    /// The syntax check's parses of the files written last.
+    pub(crate) kept_parses: KeptParses,
 }
 
 /// A change normalised: what must be there, and what to put there.
@@ -374,6 +377,7 @@ impl Writer {
             max_file_bytes: config.max_file_bytes,
             next_txid: AtomicU64::new(0),
             owner,
+            kept_parses: KeptParses::default(),
         };
         let report = writer.recover(faults, true)?;
         drop(commit_lock);

@@ -9,7 +9,11 @@
 //!   line is the expected code and whose other lines must each appear in
 //!   the message;
 //! - optionally `hunks.txt`: one `<path> <pass> <line>` per hunk, in order;
-//! - optionally `limits.txt`: `max_patch_bytes N` / `max_operations N`.
+//! - optionally `limits.txt`: `max_patch_bytes N` / `max_operations N`;
+//! - optionally `syntax.txt`: one `<path> <line> <error>` per syntax error
+//!   the patch introduces (serverfs-syntax, as apply_patch reports them);
+//!   without it, no patch that succeeds may introduce any: no scenario's
+//!   result gains a false syntax warning.
 //!
 //! To add a case, add a directory. Every failure is listed, not just the
 //! first.
@@ -19,6 +23,7 @@ use std::fs;
 use std::path::Path;
 
 use serverfs_patch::{Operation, PatchLimits, add_file_bytes, parse, plan_update};
+use serverfs_syntax::{Limits, Verdict, check_edit};
 
 type Tree = BTreeMap<String, Vec<u8>>;
 
@@ -100,6 +105,24 @@ fn limits(dir: &Path) -> PatchLimits {
     limits
 }
 
+/// The syntax errors the patch introduced (`<path> <line> <error>`), as
+/// apply_patch would report them (serverfs-syntax's rule; a moved file
+/// counts as new): a file the patch leaves clean, or broken only as it
+/// was, gives none.
+fn syntax_warnings(before: &Tree, after: &Tree) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (path, bytes) in after {
+        let old = before.get(path).map(Vec::as_slice);
+        if old == Some(bytes.as_slice()) {
+            continue;
+        }
+        if let Verdict::Broken(_, errors) = check_edit(path, old, bytes, &Limits::default()) {
+            warnings.extend(errors.iter().map(|e| format!("{path} {} {}", e.line, e.message)));
+        }
+    }
+    warnings
+}
+
 fn show(tree: &Tree) -> String {
     tree.iter().map(|(p, b)| format!("  {p}: {:?}\n", String::from_utf8_lossy(b))).collect()
 }
@@ -131,9 +154,17 @@ fn check(dir: &Path) -> Option<String> {
             if tree != after {
                 return Some(format!("files:\n{}expected:\n{}", show(&tree), show(&after)));
             }
-            let wanted = fs::read_to_string(dir.join("hunks.txt")).ok()?;
+            if let Ok(wanted) = fs::read_to_string(dir.join("hunks.txt")) {
+                let wanted: Vec<&str> = wanted.lines().filter(|l| !l.is_empty()).collect();
+                if reports != wanted {
+                    return Some(format!("hunk reports {reports:?}, expected {wanted:?}"));
+                }
+            }
+            let warnings = syntax_warnings(&read_tree(&dir.join("before")), &tree);
+            let wanted = fs::read_to_string(dir.join("syntax.txt")).unwrap_or_default();
             let wanted: Vec<&str> = wanted.lines().filter(|l| !l.is_empty()).collect();
-            (reports != wanted).then(|| format!("hunk reports {reports:?}, expected {wanted:?}"))
+            (warnings != wanted)
+                .then(|| format!("syntax warnings {warnings:?}, expected {wanted:?}"))
         }
     }
 }

@@ -15,7 +15,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 
 /// One call: (isError, structuredContent or Null, the text content).
-async fn answer(client: &Client, tool: &str, args: Value) -> (bool, Value, String) {
+pub(crate) async fn answer(client: &Client, tool: &str, args: Value) -> (bool, Value, String) {
     let args = args.as_object().unwrap().clone();
     let result: CallToolResult = client
         .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))

@@ -22,4 +22,5 @@ mod sandbox;
 mod startup;
 mod state;
 mod stderr_gone;
+mod syntax;
 mod tasks;

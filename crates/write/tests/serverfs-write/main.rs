@@ -6,4 +6,5 @@ mod support;
 
 mod recovery;
 mod security;
+mod syntax;
 mod transactions;

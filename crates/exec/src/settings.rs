@@ -70,6 +70,14 @@ pub struct CommandSettings {
     #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
     command_network: String,
 
+    /// `on`: commands may make namespaces (user, mount, network, …: what
+    /// bubblewrap, rootless podman and Chromium's sandbox build on). `off`,
+    /// the default: refused, so a command can neither use up the user's
+    /// namespaces (every later command's sandbox needs one) nor reach the
+    /// kernel surface they open.
+    #[arg(long, env = "SERVERFS_COMMAND_NAMESPACES", default_value = "off", value_parser = ["on", "off"])]
+    command_namespaces: String,
+
     /// Ask Landlock for at most this ABI (tests simulate older kernels; 0:
     /// none).
     #[arg(long, env = "SERVERFS_SANDBOX_MAX_ABI", hide = true)]
@@ -146,6 +154,7 @@ impl CommandSettings {
             cfg.readable = Some(existing("SERVERFS_COMMAND_READABLE", list)?);
         }
         cfg.network = self.command_network == "on";
+        cfg.namespaces = self.command_namespaces == "on";
         cfg.max_abi = self.sandbox_max_abi;
         Ok(cfg)
     }

@@ -49,6 +49,15 @@
 //!     caller (`PRIO_PROCESS`/`IOPRIO_WHO_PROCESS` with 0): starving or
 //!     killing (`RLIMIT_CPU`) the server and other callers' commands. Naming
 //!     oneself by pid is refused too (`renice -n 5 $$`; use 0).
+//!   - `unshare` and `clone` making any namespace (`CLONE_NEWUSER`,
+//!     `CLONE_NEWNS`, `CLONE_NEWNET`, …), and `clone3` as unknown
+//!     (`ENOSYS`: libc falls back to `clone`), unless
+//!     `--command-namespaces on`: a command can neither use up the user's
+//!     namespaces, which every later command's view needs (the view fails
+//!     closed: commands would be refused), nor reach the kernel surface a
+//!     user namespace opens. Tools that build their own sandbox from
+//!     namespaces (bubblewrap, rootless podman, Chromium's sandbox) need
+//!     that setting (or their own way off: `--no-sandbox`).
 //!   - With `--command-network off`: every `socket` family but `AF_UNIX`
 //!     (TCP, UDP, MPTCP, SCTP, ICMP; `listen` without `bind` included,
 //!     since the socket cannot be made), and `io_uring_setup` (its
@@ -124,8 +133,21 @@ impl Keep {
     }
 }
 
-/// The compiled seccomp filter of a command.
-pub(crate) struct Filter(BpfProgram);
+/// The compiled seccomp filters of a command: the one of the module docs,
+/// and (namespaces refused) the one that makes `clone3` unknown.
+pub(crate) struct Filter(Vec<BpfProgram>);
+
+/// The `CLONE_NEW*` flags: each makes a namespace.
+const NAMESPACE_FLAGS: [i32; 8] = [
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWTIME,
+];
 
 /// A condition on argument `index` as a 32-bit value (every argument the
 /// rules look at is an `int`).
@@ -219,15 +241,35 @@ impl Filter {
                 vec![rule(vec![arg32(0, Ne, who_process)?])?, rule(vec![arg32(1, Ne, 0)?])?],
             ));
         }
+        let namespaces = sandbox.is_none_or(|s| s.namespaces);
+        if !namespaces {
+            // unshare(flags) and clone(flags, …): arg 0, each flag alone.
+            let any_namespace = NAMESPACE_FLAGS
+                .iter()
+                .map(|&flag| rule(vec![arg32(0, MaskedEq(flag as u64), flag as u64)?]))
+                .collect::<Result<Vec<_>, _>>()?;
+            rules.push((libc::SYS_unshare, any_namespace.clone()));
+            rules.push((libc::SYS_clone, any_namespace));
+        }
         let arch = TargetArch::try_from(std::env::consts::ARCH)?;
-        let filter = SeccompFilter::new(
-            rules.into_iter().collect(),
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )?;
-        let program = BpfProgram::try_from(filter)?;
-        Ok(Self(program))
+        let errno = |e: i32| SeccompAction::Errno(e as u32);
+        let compile = |rules: Vec<(i64, Vec<SeccompRule>)>, action| -> Result<BpfProgram, Error> {
+            let filter = SeccompFilter::new(
+                rules.into_iter().collect(),
+                SeccompAction::Allow,
+                action,
+                arch,
+            )?;
+            Ok(BpfProgram::try_from(filter)?)
+        };
+        let mut programs = vec![compile(rules, errno(libc::EPERM))?];
+        if !namespaces {
+            // clone3 passes its flags in memory, out of a filter's sight:
+            // refused as unknown (ENOSYS), so that libc falls back to clone,
+            // whose flags the rule above sees (what Docker's profile does).
+            programs.push(compile(vec![(libc::SYS_clone3, Vec::new())], errno(libc::ENOSYS))?);
+        }
+        Ok(Self(programs))
     }
 
     /// Confines the calling thread (and so what it starts): no
@@ -237,7 +279,10 @@ impl Filter {
         own_ipc().map_err(|e| Error::os("IPC namespace", e))?;
         drop_capabilities(keep.0).map_err(|e| Error::os("capabilities", e))?;
         // Also sets no_new_privs.
-        Ok(seccompiler::apply_filter(&self.0)?)
+        for program in &self.0 {
+            seccompiler::apply_filter(program)?;
+        }
+        Ok(())
     }
 }
 
@@ -251,7 +296,7 @@ impl Filter {
 /// Why the filter cannot be compiled or installed.
 pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), Error> {
     let filter = Filter::new(sandbox)?;
-    std::thread::spawn(move || seccompiler::apply_filter(&filter.0))
+    std::thread::spawn(move || filter.0.iter().try_for_each(|p| seccompiler::apply_filter(p)))
         .join()
         .map_err(|_| Error::ProbePanicked)?
         .map_err(Error::from)

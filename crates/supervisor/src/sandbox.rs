@@ -64,6 +64,9 @@ pub struct SandboxConfig {
     pub readable: Option<Vec<PathBuf>>,
     /// TCP `bind`/`connect` allowed (`--command-network on`, the default).
     pub network: bool,
+    /// Commands may make namespaces (`--command-namespaces on`); refused
+    /// by default (see the confine module).
+    pub namespaces: bool,
     /// Ask for at most this ABI (tests simulate an older kernel with it;
     /// 0 simulates a kernel without Landlock). `None`: the newest tested.
     pub max_abi: Option<i32>,
@@ -113,6 +116,7 @@ impl SandboxConfig {
             writable: Vec::new(),
             readable: None,
             network: true,
+            namespaces: false,
             max_abi: None,
             view: None,
             identities: Vec::new(),
@@ -189,6 +193,9 @@ impl SandboxConfig {
         if !self.network {
             args.push("--no-network".into());
         }
+        if self.namespaces {
+            args.push("--namespaces".into());
+        }
         if let Some(n) = self.max_abi {
             args.push("--max-abi".into());
             args.push(n.to_string().into());
@@ -221,6 +228,8 @@ impl SandboxConfig {
                 cfg.readable.get_or_insert_with(Vec::new).push(args.next().ok_or(())?.into());
             } else if args.next_if(|a| a == "--no-network").is_some() {
                 cfg.network = false;
+            } else if args.next_if(|a| a == "--namespaces").is_some() {
+                cfg.namespaces = true;
             } else if args.next_if(|a| a == "--max-abi").is_some() {
                 let n = args.next().ok_or(())?;
                 cfg.max_abi = Some(n.to_str().and_then(|s| s.parse().ok()).ok_or(())?);
@@ -379,6 +388,7 @@ mod tests {
         cfg.writable = vec!["/w".into()];
         cfg.readable = Some(vec!["/a".into(), "/b".into()]);
         cfg.network = false;
+        cfg.namespaces = true;
         cfg.max_abi = Some(3);
         cfg.view = Some(ViewProbe::Own);
         cfg.identities = vec![("/r".into(), FileId { dev: 2049, ino: 12 })];

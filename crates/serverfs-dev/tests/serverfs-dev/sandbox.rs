@@ -683,3 +683,34 @@ async fn a_swapped_root_gives_commands_nothing_as_nobody() {
         a_swapped_root_gives_commands_nothing(true).await;
     }
 }
+
+/// A command makes no namespace (user, mount, network, pid, via unshare
+/// or clone; clone3 is unknown to it, so libc falls back to clone), while
+/// threads and child processes work as always. The control: with
+/// `--command-namespaces on` a user namespace is made.
+async fn commands_make_no_namespace_unless_allowed(nobody: bool) {
+    let p = Project::new();
+    let probe = "for ns in -U -m -n '-p -f' '-U -m'; do unshare $ns true 2>/dev/null; echo \"$ns=$?\"; done; \
+                 python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread\",)); t.start(); t.join()'; \
+                 (true &); wait; echo child=$?";
+    let client = start(&p, nobody, &[]).await;
+    let v = ok(&client, "bash", json!({"command": probe})).await;
+    assert_eq!(v["stdout"], "-U=1\n-m=1\n-n=1\n-p -f=1\n-U -m=1\nthread\nchild=0\n", "{v}");
+    client.cancel().await.unwrap();
+    let client = start(&p, nobody, &["--command-namespaces", "on"]).await;
+    let v = ok(&client, "bash", json!({"command": "unshare -U true; echo user=$?"})).await;
+    assert_eq!(v["stdout"], "user=0\n", "{v}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn commands_make_no_namespace_as_the_server_s_user() {
+    commands_make_no_namespace_unless_allowed(false).await;
+}
+
+#[tokio::test]
+async fn commands_make_no_namespace_as_nobody() {
+    if is_root() {
+        commands_make_no_namespace_unless_allowed(true).await;
+    }
+}

@@ -126,8 +126,16 @@ async fn each_refusal_says_what_to_do() {
         ("*** Update File: b.txt\n*** Move to: src/lib.rs\n", "ALREADY_EXISTS", "another path"),
         ("*** Update File: b.txt\n*** Move to: c.txt\n@@\n alpha\n", "PATCH_SYNTAX", "remove it"),
         ("*** Update File: dup.txt\n@@\n-x\n+z\n", "PATCH_CONTEXT_AMBIGUOUS", "add context"),
-        ("*** Update File: b.txt\n@@\n-beta\n+B\n@@\n-alpha\n+A\n", "PATCH_CONTEXT_NOT_FOUND", "file order"),
-        ("*** Update File: b.txt\n@@\n-alpha\n+A\n*** Delete File: b.txt\n", "PATCH_CONFLICT", "named once"),
+        (
+            "*** Update File: b.txt\n@@\n-beta\n+B\n@@\n-alpha\n+A\n",
+            "PATCH_CONTEXT_NOT_FOUND",
+            "file order",
+        ),
+        (
+            "*** Update File: b.txt\n@@\n-alpha\n+A\n*** Delete File: b.txt\n",
+            "PATCH_CONFLICT",
+            "named once",
+        ),
         (&many, "PATCH_TOO_LARGE", "split it"),
     ];
     for (operations, code, what_to_do) in refused {
@@ -137,7 +145,10 @@ async fn each_refusal_says_what_to_do() {
     }
     let wrapped = "cd src; apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: lib.rs\n*** End Patch\nEOF\n";
     let text = error_text(&client, "apply_patch", json!({"patch": wrapped})).await;
-    assert!(text.starts_with("PATCH_SYNTAX: ") && text.contains("cd <dir> && apply_patch"), "{text}");
+    assert!(
+        text.starts_with("PATCH_SYNTAX: ") && text.contains("cd <dir> && apply_patch"),
+        "{text}"
+    );
     assert_eq!(snapshot(&p.root()), before);
     client.cancel().await.unwrap();
 }

@@ -251,15 +251,18 @@ impl Audited for SessionInfo {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct BashArgs {
     /// The command line, run by `bash --noprofile --norc -c`.
+    // The schema's description is empty: the name says it, and a model
+    // reads every byte on every turn.
+    #[schemars(description = "")]
     pub command: String,
-    /// Directory to run in, relative to the project root (default: the root).
+    /// Directory (default the root).
     #[serde(default = "dot")]
     pub workdir: String,
-    /// Seconds before the command and everything it started are killed (1 to 600, default 30).
+    /// Seconds before it is killed (default 30).
     #[serde(default)]
     #[schemars(range(min = 1, max = 600))]
     pub timeout_seconds: Option<u64>,
-    /// Seconds after which a command still running answers with its output so far and goes on as a shell session (1 to 600, default 30; only below timeout_seconds, so a longer command also needs a longer timeout_seconds).
+    /// Seconds before a command still running answers with its output so far (default 30).
     #[serde(default)]
     #[schemars(range(min = 1, max = 600))]
     pub yield_after_seconds: Option<u64>,
@@ -284,7 +287,7 @@ fn dot() -> String {
 /// Arguments of shell_open.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellOpenArgs {
-    /// Directory the shell starts in, relative to the project root (default: the root).
+    /// Directory (default the root).
     #[serde(default = "dot")]
     pub workdir: String,
 }
@@ -302,8 +305,9 @@ impl Reported for ShellOpened {}
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellWriteArgs {
     /// The session.
+    #[schemars(description = "")]
     pub session_id: String,
-    /// Text for the shell's standard input; end a command with a newline.
+    /// End a command with a newline.
     pub input: String,
 }
 
@@ -320,11 +324,12 @@ impl Reported for ShellWritten {}
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellReadArgs {
     /// The session.
+    #[schemars(description = "")]
     pub session_id: String,
-    /// Absolute byte offset to read from: 0, then the previous next_offset.
+    /// Byte offset: 0, then next_offset.
     #[serde(default)]
     pub offset: u64,
-    /// Milliseconds to wait for output when there is none yet (0 to 50000, default 0; under a client's 60 s request timeout, poll again for more).
+    /// Milliseconds to wait for output.
     #[serde(default)]
     #[schemars(range(max = 50_000))]
     pub wait_ms: u64,
@@ -334,6 +339,7 @@ pub struct ShellReadArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellCloseArgs {
     /// The session.
+    #[schemars(description = "")]
     pub session_id: String,
 }
 

@@ -351,7 +351,8 @@ impl<'a> Parser<'a> {
         if !lines.iter().any(|l| !matches!(l, HunkLine::Context(_))) {
             return Err(PatchError::syntax(
                 patch_line,
-                "the hunk has no '-' or '+' line, so it changes nothing",
+                "the hunk has no '-' or '+' line, so it changes nothing; remove it (to only \
+                 rename a file, give '*** Move to:' and no hunk)",
             ));
         }
         Ok(Hunk { contexts, lines, end_of_file, patch_line })

@@ -156,14 +156,9 @@ impl DevServer {
             router += Capability::Links.stamp(Self::links_router());
         }
         publish_configured_maxima(&mut router, project.tools().limits());
-        let patch = serverfs_write::PatchLimits::default();
         publish_in_descriptions(
             &mut router,
-            &[
-                ("%MAX_FILE_BYTES%", bytes_text(project.max_file_bytes())),
-                ("%MAX_PATCH_BYTES%", bytes_text(patch.max_patch_bytes as u64)),
-                ("%MAX_PATCH_OPERATIONS%", patch.max_operations.to_string()),
-            ],
+            &[("%MAX_FILE_BYTES%", bytes_text(project.max_file_bytes()))],
         );
         router
     }
@@ -173,7 +168,7 @@ impl DevServer {
 #[tool_router(router = read_router)]
 impl DevServer {
     #[tool(
-        description = "List one directory of the project, sorted by name, one page at a time (offset/limit, or cursor). Symlinks are listed as type symlink; credential files and .git are left out.",
+        description = "List a directory of the project by name, a page at a time; credential files and .git are left out.",
         input_schema = input_schema::<ListDirectoryArgs>(),
         output_schema = output_schema::<ListDirectoryResult>(),
         title = "List directory",
@@ -192,7 +187,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Find files and directories by name below a directory of the project. pattern is a glob on the entry name (*.rs, {a,b}.txt); a pattern with / matches the path relative to path (** allowed). Depth-first, names in byte order; stops at limit.",
+        description = "Find files and directories by name below a directory of the project.",
         input_schema = input_schema::<FindFilesArgs>(),
         output_schema = output_schema::<FindFilesResult>(),
         title = "Find files",
@@ -207,7 +202,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Search the text of files below a path of the project for a literal string (not a regular expression). Returns matching lines (path, line number, text cut to 500 bytes) in walk order then line order, at most limit. glob filters file names.",
+        description = "Search the files below a path of the project for a literal string; returns matching lines (path, line number, text).",
         input_schema = input_schema::<SearchTextArgs>(),
         output_schema = output_schema::<SearchTextResult>(),
         title = "Search text",
@@ -222,7 +217,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Read a UTF-8 text file of the project a page of lines at a time (start_line, max_lines), for files of any size. A negative start_line counts from the end, like tail. For a whole small file or an exact line range, read_file is simpler.",
+        description = "Read a UTF-8 text file of the project in pages of lines, from the start or (negative start_line) from the end, like tail.",
         input_schema = input_schema::<ReadTextFileArgs>(),
         output_schema = output_schema::<ReadTextFileResult>(),
         title = "Read text file (pages)",
@@ -241,7 +236,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Metadata of one path in the project: type (file, directory, symlink, special), size of files, modification time (RFC 3339 UTC) and a MIME type guessed from the name (text/plain for UTF-8 text whose name says nothing). sha256: true also gives the SHA-256 of a file of up to %MAX_FILE_BYTES%.",
+        description = "Metadata of one path in the project: type, size, modification time, MIME type and, on request, SHA-256.",
         input_schema = input_schema::<StatArgs>(),
         output_schema = output_schema::<StatResult>(),
         title = "Stat file",
@@ -261,7 +256,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Read lines start_line..end_line (inclusive, counted from 1; default the whole file) of a UTF-8 text file of the project, with its original line endings and no line numbers. Files up to %MAX_FILE_BYTES%; content is cut at 16,000 characters (truncated: true; continue at end_line + 1). Read before you patch. A PNG, JPEG, GIF or WebP image (up to 4 MiB) is shown to you as an image instead; other binary files are BINARY_FILE (move them with file_link).",
+        description = "Read lines start_line..end_line (default all) of a UTF-8 text file of the project (up to %MAX_FILE_BYTES%) as they are, without line numbers; over 16,000 characters it stops early (truncated: true). Shows PNG, JPEG, GIF and WebP images as images.",
         input_schema = input_schema::<ReadFileArgs>(),
         output_schema = output_schema::<ReadFileResult>(),
         title = "Read file",
@@ -280,7 +275,7 @@ impl DevServer {
 #[tool_router(router = files_router)]
 impl DevServer {
     #[tool(
-        description = "Write a whole file of the project atomically (a reader sees the old or the new file, never a mix). mode create (default) refuses an existing path; overwrite creates or replaces, keeping the file's permissions. Missing parent directories are created. Give content (text) or content_base64 (bytes), at most %MAX_FILE_BYTES%. Never writes through a symlink. For edits of existing files prefer apply_patch.",
+        description = "Write a whole file of the project atomically (at most %MAX_FILE_BYTES%), creating missing parent directories; to edit a file, prefer apply_patch.",
         input_schema = input_schema::<WriteFileArgs>(),
         output_schema = output_schema::<WriteFileResult>(),
         title = "Write file",
@@ -295,7 +290,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Edit files with a patch in the Codex apply_patch format: *** Begin Patch, then *** Add File: p (lines starting with +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> locates a class or function first; *** End of File anchors at the end), then *** End Patch. All of it is applied or nothing: every hunk must match exactly one place (after the previous hunk), else nothing is written and the error says which hunk to fix. Line endings, BOM, a missing final newline and permissions are kept. dry_run: true checks and reports without writing. Missing parent directories of added files are created. The patch may be wrapped as apply_patch <<'EOF' … EOF or cd <dir> && apply_patch <<'EOF' … EOF (paths then inside <dir>).\nRefused, unlike Codex (nothing is written):\n- a failing hunk or file anywhere: nothing is applied, not the files before it\n- *** Add File: onto an existing file (ALREADY_EXISTS; use *** Update File)\n- *** Move to: onto an existing file (ALREADY_EXISTS)\n- a hunk with no '-' or '+' line, even with a Move (PATCH_SYNTAX)\n- context matching several places (PATCH_CONTEXT_AMBIGUOUS; add context)\n- a hunk matched only by ignoring indentation whose '+' lines cannot be re-indented consistently to the file's (PATCH_INDENTATION_AMBIGUOUS; when they can, they are, and the answer says 're-indented to tabs')\n- hunks out of file order or overlapping (PATCH_CONTEXT_NOT_FOUND)\n- the same file twice in one patch (PATCH_CONFLICT)\n- absolute paths, paths leaving the project root, symlinks, non-UTF-8 files\n- other shell wrappers (cd dir;, ||, pipes, extra arguments: PATCH_SYNTAX)\n- over %MAX_PATCH_BYTES% or %MAX_PATCH_OPERATIONS% file operations (PATCH_TOO_LARGE), files over %MAX_FILE_BYTES%",
+        description = "Edit files with a patch in the Codex format: *** Begin Patch, then per file *** Add File: p (lines of +), *** Delete File: p, or *** Update File: p (optionally *** Move to: q) with @@ hunks of ' ' context, '-' removed and '+' added lines (@@ <line> finds a class or function first), then *** End Patch. All or nothing: each hunk must match one place, after the previous hunk, else nothing is written and the error says what to fix.",
         input_schema = input_schema::<ApplyPatchArgs>(),
         output_schema = output_schema::<PatchReport>(),
         title = "Apply patch",
@@ -313,7 +308,7 @@ impl DevServer {
 #[tool_router(router = commands_router)]
 impl DevServer {
     #[tool(
-        description = "Run a command line with bash (bash --noprofile --norc -c) in a directory of the project (workdir, default the root), with a minimal environment (PATH, HOME, LANG, TMPDIR). Each call is a fresh shell: cd and export do not carry over. When it ends, times out (timeout_seconds, 1-600, default 30) or is cancelled, everything it started is killed, background jobs included. Returns exit_code (null when killed by a signal), stdout and stderr (first 16,000 characters each). A non-zero exit is a result, not an error. Still running after yield_after_seconds (1-600, default 30; only when below timeout_seconds), it answers running: true with its output so far, a session_id and next_offset, and goes on as your shell session under its timeout: shell_read(session_id, offset=next_offset) until exited gives the rest (stdout and stderr merged; offset 0 is its first byte), shell_close stops it.",
+        description = "Run a command with bash in a fresh shell (cd and export do not carry over); when it ends, times out or is cancelled, everything it started is killed. Returns exit_code, stdout and stderr (16,000 characters each). Still running after yield_after_seconds, it answers running: true with a session_id: shell_read gives the rest, shell_close stops it.",
         input_schema = input_schema::<BashArgs>(),
         output_schema = output_schema::<Outcome>(),
         title = "Run bash",
@@ -344,7 +339,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Open a long-lived bash shell in a directory of the project (workdir, default the root). Returns a session_id for shell_write, shell_read and shell_close. State (cd, variables) persists between writes. Idle sessions are closed after 30 minutes; closing kills everything the shell started.",
+        description = "Open a bash shell that keeps its state (cd, variables) for shell_write, shell_read and shell_close; idle sessions close after 30 minutes.",
         input_schema = input_schema::<ShellOpenArgs>(),
         output_schema = output_schema::<ShellOpened>(),
         title = "Open shell session",
@@ -368,7 +363,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Write input to a shell session's standard input (end commands with a newline). Then read the output with shell_read.",
+        description = "Send input to a shell session; read the output with shell_read.",
         input_schema = input_schema::<ShellWriteArgs>(),
         output_schema = output_schema::<ShellWritten>(),
         title = "Write to shell session",
@@ -390,7 +385,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Read a shell session's output (stdout and stderr together) from an absolute byte offset: start at 0, then pass next_offset. wait_ms waits for output when there is none yet. exited and exit_code (or signal) tell when the shell has ended.",
+        description = "Read a shell session's output (stdout and stderr merged) from a byte offset; exited tells when the shell has ended.",
         input_schema = input_schema::<ShellReadArgs>(),
         output_schema = output_schema::<ReadOutput>(),
         title = "Read shell session",
@@ -412,7 +407,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "Close a shell session: the shell and everything it started are killed.",
+        description = "Close a shell session, killing everything it started.",
         input_schema = input_schema::<ShellCloseArgs>(),
         output_schema = output_schema::<SessionInfo>(),
         title = "Close shell session",
@@ -435,7 +430,7 @@ impl DevServer {
     }
 
     #[tool(
-        description = "List your open shell sessions. Over HTTP without an authenticated user, sessions are known only by their ids and none are listed.",
+        description = "List your open shell sessions.",
         input_schema = input_schema::<ShellListArgs>(),
         output_schema = output_schema::<ShellList>(),
         title = "List shell sessions",

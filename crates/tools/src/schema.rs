@@ -18,7 +18,11 @@
 //!   calling (every property required) can then leave any of them out by
 //!   sending `null`;
 //! - an output field that may be absent is never also `null` (outputs skip
-//!   it rather than write `null`); only fields always present may be.
+//!   it rather than write `null`); only fields always present may be;
+//! - no `$schema`: MCP's default dialect is 2020-12, and every keyword used
+//!   means the same in draft-07, which older clients assume;
+//! - no `description` holds a line break (a doc comment's wrapping is
+//!   source layout; a model reads these on every turn).
 //!
 //! The maxima of `limit` and `max_lines` written here are the defaults'
 //! ceilings; a server publishes its configured maxima instead
@@ -141,8 +145,10 @@ fn is_null_type(schema: &JsonObject) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("null")
 }
 
-fn tool_schema<T: JsonSchema>(settings: SchemaSettings) -> Arc<JsonObject> {
+fn tool_schema<T: JsonSchema>(mut settings: SchemaSettings) -> Arc<JsonObject> {
     let input = !settings.contract.is_serialize();
+    // 57 bytes per schema that say what MCP says anyway.
+    settings.meta_schema = None;
     let schema =
         settings.with_transform(Portable { input }).into_generator().into_root_schema_for::<T>();
     let Value::Object(mut object) = schema.to_value() else {
@@ -166,6 +172,7 @@ struct Portable {
 impl Transform for Portable {
     fn transform(&mut self, schema: &mut Schema) {
         if let Some(object) = schema.as_object_mut() {
+            one_line_description(object);
             integer_bounds(object);
             if self.input {
                 optional_nullable(object);
@@ -175,6 +182,15 @@ impl Transform for Portable {
             no_type_array(object);
         }
         transform_subschemas(self, schema);
+    }
+}
+
+/// A description's whitespace runs, line breaks included, become one space.
+fn one_line_description(object: &mut JsonObject) {
+    if let Some(Value::String(text)) = object.get_mut("description")
+        && text.contains(char::is_whitespace)
+    {
+        *text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     }
 }
 
@@ -332,19 +348,20 @@ fn optional_not_null(object: &mut serde_json::Map<String, Value>) {
 /// Arguments of list_directory.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListDirectoryArgs {
-    /// Directory path relative to the workdir root; "" is the root.
+    /// Directory; "" is the root.
     #[serde(default)]
     pub path: String,
-    /// Number of entries to skip (entries are sorted by name), at most
-    /// 10000; to go further, use `cursor`.
+    /// Entries to skip; past 10000 use cursor.
     #[serde(default)]
     #[schemars(range(max = serverfs_core::entries::MAX_LIST_OFFSET))]
     pub offset: u64,
-    /// Continue after the previous page: its `next_cursor`. `offset` then
-    /// counts from there.
+    /// next_cursor of the previous page.
     #[serde(default)]
     pub cursor: Option<String>,
     /// Page size; defaults to the server's list limit.
+    // The schema's description is empty: the name and the bounds say it,
+    // and a model reads every byte on every turn.
+    #[schemars(description = "")]
     #[serde(default)]
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u64>,
@@ -407,19 +424,18 @@ pub struct ListDirectoryResult {
 /// Arguments of find_files.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct FindFilesArgs {
-    /// Directory to search from, relative to the workdir root.
+    /// Directory to search (default the root).
     #[serde(default)]
     pub path: String,
-    /// Glob on entry names (`*.py`, `*compose*.yml`, `{a,b}.txt`); a pattern
-    /// containing `/` is matched against the path relative to `path` (`**`
-    /// allowed).
+    /// Glob on names (*.py, {a,b}.txt); with a / it matches the path below
+    /// path (** allowed).
     pub pattern: String,
     /// Maximum matches; defaults to the server's search limit.
+    #[schemars(description = "")]
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
-    /// Continue a cut-short answer: the previous result's `next_cursor`,
-    /// with the same other arguments (`limit` may change).
+    /// next_cursor of a truncated answer.
     #[serde(default)]
     pub cursor: Option<String>,
 }
@@ -485,24 +501,25 @@ pub type FindFilesResult = Matches<FoundEntry>;
 /// Arguments of search_text.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SearchTextArgs {
-    /// Directory (or file) to search, relative to the workdir root.
+    /// Directory or file to search (default the root).
     #[serde(default)]
     pub path: String,
-    /// Literal text to find (not a regular expression), 1 to 1000 characters.
+    /// Literal text, not a regular expression.
     #[schemars(length(min = 1, max = serverfs_search::MAX_QUERY_CHARS))]
     pub query: String,
-    /// Optional glob on file names, as in find_files.
+    /// Glob on file names (*.rs).
     #[serde(default)]
     pub glob: Option<String>,
-    /// Match case exactly (default true).
+    /// Match case exactly.
+    #[schemars(description = "")]
     #[serde(default = "yes")]
     pub case_sensitive: bool,
     /// Maximum matches; defaults to the server's search limit.
+    #[schemars(description = "")]
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<u64>,
-    /// Continue a cut-short answer: the previous result's `next_cursor`,
-    /// with the same other arguments (`limit` may change).
+    /// next_cursor of a truncated answer.
     #[serde(default)]
     pub cursor: Option<String>,
 }
@@ -518,17 +535,15 @@ pub type SearchTextResult = Matches<TextMatch>;
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadTextFileArgs {
     /// File path relative to the workdir root.
+    #[schemars(description = "")]
     pub path: String,
-    /// First line to return (default 1): from 1 counting from the start, or
-    /// negative counting from the end (-1 is the last line, so -200 with
-    /// max_lines 200 gives the last 200 lines; a final newline does not start
-    /// an extra line). A negative start before the first line starts at the
-    /// first line. 0 is invalid.
+    /// First line (default 1); negative counts from the end (-1 is the
+    /// last line).
     #[serde(default)]
     // JSON's exactly representable integers: what every client can send.
     #[schemars(range(min = -9_007_199_254_740_991_i64, max = 9_007_199_254_740_991_i64))]
     pub start_line: Option<i64>,
-    /// Maximum lines to return (default 200, capped by the server).
+    /// Lines to return (default 200).
     #[serde(default)]
     #[schemars(range(min = 1, max = 500))]
     pub max_lines: Option<u64>,
@@ -559,7 +574,7 @@ pub struct ReadTextFileResult {
 /// Arguments of stat_file.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StatFileArgs {
-    /// Path relative to the workdir root; "" is the root.
+    /// Path; "" is the root.
     pub path: String,
 }
 
@@ -587,5 +602,21 @@ mod tests {
         assert_eq!(bytes_text(1536 * 1024), "1536 KiB");
         assert_eq!(bytes_text(1000), "1000 bytes");
         assert_eq!(bytes_text(1), "1 byte");
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Wrapped {
+        /// A doc comment
+        /// wrapped  over lines.
+        #[allow(dead_code, reason = "only its schema is used")]
+        field: Option<String>,
+    }
+
+    #[test]
+    fn descriptions_are_one_line_and_no_dialect_is_named() {
+        let schema = input_schema::<Wrapped>();
+        let field = &schema["properties"]["field"];
+        assert_eq!(field["description"], "A doc comment wrapped over lines.", "{field}");
+        assert!(!schema.contains_key("$schema"), "{schema:?}");
     }
 }

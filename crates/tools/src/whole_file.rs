@@ -251,7 +251,10 @@ pub struct StatArgs {
     /// The shared tool's arguments.
     #[serde(flatten)]
     pub stat: StatFileArgs,
-    /// Also give the file's SHA-256 (regular files up to 256 KiB).
+    /// Also give the file's SHA-256 (regular files up to the file cap).
+    // The schema's description is empty: the name says it, and a model
+    // reads every byte on every turn.
+    #[schemars(description = "")]
     #[serde(default)]
     pub sha256: Option<bool>,
 }
@@ -273,12 +276,13 @@ impl Reported for StatResult {}
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadFileArgs {
     /// File path relative to the project root.
+    #[schemars(description = "")]
     pub path: String,
-    /// First line to return, counted from 1 (default 1).
+    /// First line (default 1).
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub start_line: Option<u64>,
-    /// Last line to return, inclusive (default: the end of the file).
+    /// Last line, inclusive (default the last).
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub end_line: Option<u64>,

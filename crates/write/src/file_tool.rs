@@ -103,18 +103,19 @@ pub enum WriteMode {
 /// Arguments of write_file.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteFileArgs {
-    /// File path relative to the project root; missing parent directories are created.
+    /// File path relative to the project root; missing parent directories
+    /// are created.
+    // The schema's description is empty: the name says it, and a model
+    // reads every byte on every turn.
+    #[schemars(description = "")]
     pub path: String,
-    /// The new content as text (UTF-8). Exactly one of content and
-    /// content_base64 (`""` beside the other counts as not given).
+    /// Text content; or content_base64.
     #[serde(default)]
     pub content: Option<String>,
-    /// The new content as base64 bytes. Exactly one of content and
-    /// content_base64 (`""` beside the other counts as not given).
+    /// Base64 bytes, instead of content.
     #[serde(default)]
     pub content_base64: Option<String>,
-    /// create (default): only create, an existing path is ALREADY_EXISTS;
-    /// overwrite: create, or replace an existing file keeping its permissions.
+    /// create (default) fails on an existing file; overwrite replaces it.
     #[serde(default)]
     pub mode: WriteMode,
 }
@@ -122,9 +123,9 @@ pub struct WriteFileArgs {
 /// Arguments of apply_patch (committed by [`Writer::apply_patch`]).
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ApplyPatchArgs {
-    /// The patch, from *** Begin Patch to *** End Patch.
+    /// From *** Begin Patch to *** End Patch.
     pub patch: String,
-    /// Plan and check everything, write nothing.
+    /// Check and report, write nothing.
     #[serde(default)]
     pub dry_run: bool,
 }

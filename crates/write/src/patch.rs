@@ -92,7 +92,7 @@ impl Writer {
             Operation::Add { path, lines, .. } => {
                 let loc = root.locate(path)?;
                 let path = claim(&loc)?;
-                self.must_not_exist(&loc)?;
+                self.must_not_exist(&loc, "use *** Update File to change it")?;
                 let bytes = serverfs_patch::add_file_bytes(lines);
                 self.within_cap(&path, bytes.len())?;
                 let mut file = FilePlan::new("add", &path).after(bytes.len());
@@ -132,7 +132,11 @@ impl Writer {
                 };
                 let target_loc = root.locate(target)?;
                 let target = claim(&target_loc)?;
-                self.must_not_exist(&target_loc)?;
+                self.must_not_exist(
+                    &target_loc,
+                    "*** Move to never replaces a file: move to another path, or delete it with \
+                     an earlier patch (a patch names each file once)",
+                )?;
                 let mut file = FilePlan::new("move", &path).before(old.len()).after(new.len());
                 file.move_to = Some(target.clone());
                 file.list_hunks(&hunks);
@@ -195,7 +199,9 @@ impl Writer {
         Ok((bytes, meta))
     }
 
-    fn must_not_exist(&self, loc: &Location<'_>) -> Result<(), FsError> {
+    /// `ALREADY_EXISTS` when anything is at `loc`, its message ending in
+    /// `what_to_do`.
+    fn must_not_exist(&self, loc: &Location<'_>, what_to_do: &str) -> Result<(), FsError> {
         // A missing parent is fine (Add creates it); anything at the path,
         // a dangling link included, is not.
         let exists = match self.root.open_parent(loc) {
@@ -206,7 +212,7 @@ impl Writer {
         if exists {
             return Err(FsError::new(
                 ErrorCode::AlreadyExists,
-                format!("{loc} already exists; use *** Update File to change it."),
+                format!("{loc} already exists; {what_to_do}."),
             ));
         }
         Ok(())

@@ -8,6 +8,7 @@
 //!   JSON mirror with `--text-output json`.
 
 use crate::common;
+use crate::definitions;
 use crate::strict;
 
 use common::{Client, HttpServer, Project};
@@ -80,6 +81,28 @@ async fn every_tool_takes_null_for_what_it_leaves_out() {
         assert!(structured.is_object(), "{name}: {structured}");
         assert!(serde_json::from_str::<Value>(&text).is_err(), "{name}: JSON text {text}");
     }
+    client.cancel().await.unwrap();
+}
+
+/// What a model reads of the 14 stdio tools on every turn (name,
+/// description and inputSchema as compact JSON, as scripts/tool_bytes.py
+/// counts them) fits in 8,000 bytes (14,346 before issue 36; the official
+/// filesystem server's 14 are 7,972), and no description of any tool, over
+/// stdio or HTTP, holds a line break.
+#[tokio::test]
+async fn tool_definitions_fit_the_budget_on_one_line() {
+    let p = Project::new();
+    let client = p.stdio_client().await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 14, "{tools:?}");
+    let total: usize = tools.iter().map(definitions::definition_bytes).sum();
+    assert!(total <= 8_000, "the tool definitions are {total} bytes");
+    client.cancel().await.unwrap();
+    let server = HttpServer::start(&p);
+    let client = server.client().await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "file_link"), "{tools:?}");
+    tools.iter().for_each(definitions::assert_one_line_descriptions);
     client.cancel().await.unwrap();
 }
 

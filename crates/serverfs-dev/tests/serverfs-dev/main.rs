@@ -5,6 +5,8 @@
 mod access;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../../tools/tests/support/definitions.rs"]
+mod definitions;
 #[path = "../../../tools/tests/support/strict.rs"]
 mod strict;
 

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use common::{Client, HttpServer, Project, error_code, ok};
 use serde_json::json;
+use serverfs_test_support::error_text;
 
 const SOURCE: &str = "use std::fmt;\n\nstruct Point {\n    x: i32,\n    y: i32,\n}\n\nimpl Point {\n    fn new(x: i32, y: i32) -> Self {\n        Self { x, y }\n    }\n\n    fn norm(&self) -> i32 {\n        self.x.abs() + self.y.abs()\n    }\n}\n\nfn main() {\n    let p = Point::new(1, 2);\n    println!(\"{}\", p.norm());\n}\n";
 
@@ -107,6 +108,48 @@ async fn a_failing_last_operation_leaves_every_file_as_it_was() {
         assert_eq!(snapshot(&p.root()), before, "{last}");
         assert!(!p.path("new").exists(), "{last}");
     }
+    client.cancel().await.unwrap();
+}
+
+/// The refusals apply_patch's description no longer lists (it reads on
+/// every turn) each tell, in the error, what to do instead.
+#[tokio::test]
+async fn each_refusal_says_what_to_do() {
+    let p = Project::new();
+    p.write("b.txt", "alpha\nbeta\n");
+    p.write("dup.txt", "x\ny\nx\ny\n");
+    let client = p.stdio_client().await;
+    let before = snapshot(&p.root());
+    let many: String = (0..65).map(|i| format!("*** Add File: n{i}.txt\n+x\n")).collect();
+    let refused = [
+        ("*** Add File: b.txt\n+x\n", "ALREADY_EXISTS", "use *** Update File"),
+        ("*** Update File: b.txt\n*** Move to: src/lib.rs\n", "ALREADY_EXISTS", "another path"),
+        ("*** Update File: b.txt\n*** Move to: c.txt\n@@\n alpha\n", "PATCH_SYNTAX", "remove it"),
+        ("*** Update File: dup.txt\n@@\n-x\n+z\n", "PATCH_CONTEXT_AMBIGUOUS", "add context"),
+        (
+            "*** Update File: b.txt\n@@\n-beta\n+B\n@@\n-alpha\n+A\n",
+            "PATCH_CONTEXT_NOT_FOUND",
+            "file order",
+        ),
+        (
+            "*** Update File: b.txt\n@@\n-alpha\n+A\n*** Delete File: b.txt\n",
+            "PATCH_CONFLICT",
+            "named once",
+        ),
+        (&many, "PATCH_TOO_LARGE", "split it"),
+    ];
+    for (operations, code, what_to_do) in refused {
+        let patch = format!("*** Begin Patch\n{operations}*** End Patch\n");
+        let text = error_text(&client, "apply_patch", json!({"patch": patch})).await;
+        assert!(text.starts_with(&format!("{code}: ")) && text.contains(what_to_do), "{text}");
+    }
+    let wrapped = "cd src; apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: lib.rs\n*** End Patch\nEOF\n";
+    let text = error_text(&client, "apply_patch", json!({"patch": wrapped})).await;
+    assert!(
+        text.starts_with("PATCH_SYNTAX: ") && text.contains("cd <dir> && apply_patch"),
+        "{text}"
+    );
+    assert_eq!(snapshot(&p.root()), before);
     client.cancel().await.unwrap();
 }
 

@@ -3,6 +3,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../../tools/tests/support/definitions.rs"]
+mod definitions;
 #[path = "../../../tools/tests/support/strict.rs"]
 mod strict;
 

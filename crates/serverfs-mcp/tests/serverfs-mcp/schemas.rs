@@ -7,12 +7,15 @@
 //! sent, `null` for the ones it leaves out) can call every tool.
 
 use crate::common;
+use crate::definitions;
 use crate::strict;
 
 use std::collections::BTreeMap;
 
-use common::{Client, Fixture, HttpServer, call, http_client, lifecycles};
+use common::{BIN, Client, Fixture, HttpServer, call, http_client, lifecycles};
+use rmcp::ServiceExt;
 use rmcp::model::ReadResourceRequestParams;
+use rmcp::transport::TokioChildProcess;
 use serde_json::{Map, Value, json};
 
 /// JSON Schema 2020-12 keywords (core, applicator, validation, format,
@@ -346,5 +349,24 @@ async fn resource_text_without_a_known_type_is_plain_text() {
         call(&client, "stat_file", json!({"workdir": "test", "path": "NOTES", "sha256": true}))
             .await;
     assert!(is_error && text.as_str().unwrap().starts_with("INVALID_ARGUMENT: sha256:"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+/// What a model reads of the six tools on every turn (name, description
+/// and inputSchema as compact JSON, as scripts/tool_bytes.py counts them)
+/// stays within the 5,970 bytes it was before issue 36, and no description
+/// holds a line break.
+#[tokio::test]
+async fn tool_definitions_stay_small_and_on_one_line() {
+    let fx = Fixture::new();
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["--stdio", "--workdir", &fx.workdir_arg()]).stderr(std::process::Stdio::null());
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    let client: Client = rmcp::model::ClientConfig::default().serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 6);
+    tools.iter().for_each(definitions::assert_one_line_descriptions);
+    let total: usize = tools.iter().map(definitions::definition_bytes).sum();
+    assert!(total <= 5_970, "the tool definitions are {total} bytes");
     client.cancel().await.unwrap();
 }

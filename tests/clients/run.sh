@@ -93,3 +93,9 @@ modern="$(inspector --config "$tmp/inspector.json" --server dev \
   || { cat "$tmp/inspector.log"; exit 1; }
 [[ "$legacy" == legacy && "$modern" == modern ]] || { echo "FAIL inspector: bash answered '$legacy' / '$modern'"; exit 1; }
 echo "ok   inspector 2.12.0 over stdio: bash answers in the legacy era and as a task in 2026-07-28"
+# Its --strict tools/list reports tool-schema portability problems and exits 6 on an error.
+inspector "$dev_bin" --stdio --root "$tmp/project" --state-dir "$tmp/state-inspector" -- \
+  --method tools/list --strict >/dev/null || { cat "$tmp/inspector.log"; echo "FAIL inspector --strict: serverfs-dev"; exit 1; }
+inspector "$mcp_bin" --stdio --workdir "work=$tmp/project" -- \
+  --method tools/list --strict >/dev/null || { cat "$tmp/inspector.log"; echo "FAIL inspector --strict: serverfs-mcp"; exit 1; }
+echo "ok   inspector --strict: both servers' tool schemas have no portability problem"

@@ -609,16 +609,26 @@ mod tests {
 
     #[test]
     fn a_tokens_file_names_each_token_and_its_bad_lines() {
-        let good = "# agents\n\nalice:tok-alice-0123\n  ci-bot : tok-ci-0123  \r\n";
+        let good = "# agents\n\nalice:tok-alice-0123456789\n  ci-bot : tok-ci-0123456789ab  \r\n";
         let auth = named_tokens(TOKENS_FILE, lines_of(good)).unwrap();
         assert!(format!("{auth:?}").contains("ci-bot"));
         for (text, expected) in [
-            ("alice:tok-1\nbob tok-2\n", "SERVERFS_TOKENS_FILE (--tokens-file): line 2: expected"),
-            ("alice:tok-1\n\n#\nbob:tok 2\n", "line 4: the token may"),
-            ("alice:tok-1\nalice:tok-2\n", "line 2: the name 'alice' is also on line 1"),
-            ("\nalice:tok-1\nbob:tok-1\n", "line 3: the same token as line 2"),
-            ("a b:tok-1\n", "line 1: the name"),
+            (
+                "alice:tok-1-0123456789ab\nbob tok-2-0123456789ab\n",
+                "SERVERFS_TOKENS_FILE (--tokens-file): line 2: expected",
+            ),
+            ("alice:tok-1-0123456789ab\n\n#\nbob:tok 2-0123456789ab\n", "line 4: the token may"),
+            (
+                "alice:tok-1-0123456789ab\nalice:tok-2-0123456789ab\n",
+                "line 2: the name 'alice' is also on line 1",
+            ),
+            (
+                "\nalice:tok-1-0123456789ab\nbob:tok-1-0123456789ab\n",
+                "line 3: the same token as line 2",
+            ),
+            ("a b:tok-1-0123456789ab\n", "line 1: the name"),
             ("# nothing\n", "no NAME:TOKEN"),
+            ("alice:tok-15-bytes-no\n", "line 1: the token is 15 bytes; use at least 16"),
         ] {
             let err = named_tokens(TOKENS_FILE, lines_of(text)).unwrap_err().to_string();
             assert!(err.contains(expected), "{text:?}: {err}");
@@ -631,11 +641,17 @@ mod tests {
         let none = parse(&[]);
         let tokens =
             |value: &'static str| move |k: &str| (k == "SERVERFS_TOKENS").then(|| value.to_owned());
-        let auth = none.http.bearer_auth(&tokens("alice:tok-a-0123, bob:tok-b-0123")).unwrap();
+        let auth = none
+            .http
+            .bearer_auth(&tokens("alice:tok-a-0123456789abc, bob:tok-b-0123456789abc"))
+            .unwrap();
         assert!(format!("{:?}", auth.unwrap()).contains("bob"));
-        let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob")).unwrap_err();
+        let err = none.http.bearer_auth(&tokens("alice:tok-a-0123456789abc,bob")).unwrap_err();
         assert_eq!(err.to_string(), "SERVERFS_TOKENS: entry 2: expected NAME:TOKEN");
-        let err = none.http.bearer_auth(&tokens("alice:tok-a-0123,bob:tok-a-0123")).unwrap_err();
+        let err = none
+            .http
+            .bearer_auth(&tokens("alice:tok-a-0123456789abc,bob:tok-a-0123456789abc"))
+            .unwrap_err();
         assert_eq!(err.to_string(), "SERVERFS_TOKENS: entry 2: the same token as entry 1");
         let both =
             |k: &str| matches!(k, "SERVERFS_TOKENS" | "SERVERFS_TOKEN").then(|| "a:b".to_owned());

@@ -120,8 +120,8 @@ impl BearerAuth {
     /// would split tunnel-client's comma-separated `MCP_EXTRA_HEADERS`.
     ///
     /// # Errors
-    /// An empty token, or one with a character outside that set (the
-    /// message never contains the token).
+    /// An empty token, one shorter than [`MIN_TOKEN_BYTES`], or one with a
+    /// character outside that set (the message never contains the token).
     // A `String`: the message of the `ConfigError` the caller names the
     // setting for; no caller tells its causes apart.
     pub fn new(token: &str) -> Result<Self, String> {
@@ -193,6 +193,10 @@ impl BearerAuth {
     }
 }
 
+/// The shortest token accepted: 16 bytes, 96 bits and more of a random
+/// source's output in any common encoding (`openssl rand -hex 16` gives 32).
+pub const MIN_TOKEN_BYTES: usize = 16;
+
 /// [`BearerAuth::new`]'s rule for one token.
 // A `String`: part of `new`'s and `named`'s message.
 fn check_token(token: &str) -> Result<(), String> {
@@ -201,6 +205,13 @@ fn check_token(token: &str) -> Result<(), String> {
     }
     if !token.bytes().all(|b| b.is_ascii_graphic() && b != b',') {
         return Err("the token may only contain visible ASCII characters other than ','".into());
+    }
+    if token.len() < MIN_TOKEN_BYTES {
+        return Err(format!(
+            "the token is {} bytes; use at least {MIN_TOKEN_BYTES} random ones (e.g. \
+             `openssl rand -hex 32`)",
+            token.len()
+        ));
     }
     Ok(())
 }
@@ -354,22 +365,22 @@ mod tests {
 
     #[test]
     fn accepts_only_one_exact_bearer_token() {
-        let auth = BearerAuth::new("s3cret-token").unwrap();
+        let auth = BearerAuth::new("s3cret-token-0123456").unwrap();
         assert_eq!(
-            auth.principal(&headers(&["Bearer s3cret-token"])),
+            auth.principal(&headers(&["Bearer s3cret-token-0123456"])),
             Some(Principal::Token(None))
         );
-        assert!(auth.principal(&headers(&["bearer   s3cret-token"])).is_some());
+        assert!(auth.principal(&headers(&["bearer   s3cret-token-0123456"])).is_some());
         for bad in [
             &[][..],
             &["Bearer s3cret-toke"],
-            &["Bearer s3cret-token2"],
+            &["Bearer s3cret-token-01234562"],
             &["Bearer "],
             &["Bearer"],
             &["Basic czNjcmV0LXRva2Vu"],
-            &["s3cret-token"],
-            &["Bearers3cret-token"],
-            &["Bearer s3cret-token", "Bearer s3cret-token"],
+            &["s3cret-token-0123456"],
+            &["Bearers3cret-token-0123456"],
+            &["Bearer s3cret-token-0123456", "Bearer s3cret-token-0123456"],
         ] {
             assert!(auth.principal(&headers(bad)).is_none(), "{bad:?}");
         }
@@ -377,26 +388,34 @@ mod tests {
 
     #[test]
     fn rejects_unusable_tokens_without_echoing_them() {
-        for bad in ["", "two words", "a,b", "tab\there", "naïve"] {
+        for bad in ["", "two words", "a,b", "tab\there", "naïve", "short-token-15b"] {
             let e = BearerAuth::new(bad).unwrap_err();
             assert!(bad.is_empty() || !e.contains(bad), "{e}");
         }
-        let auth = BearerAuth::new("hidden-value").unwrap();
-        assert!(!format!("{auth:?}").contains("hidden-value"));
+        let auth = BearerAuth::new("hidden-value-0123456").unwrap();
+        assert!(!format!("{auth:?}").contains("hidden-value-0123456"));
     }
 
     #[test]
     fn each_named_token_is_its_own_principal() {
-        let auth =
-            BearerAuth::named([(1, "alice", "tok-a-0123"), (2, "bob.ci", "tok-b-0123")]).unwrap();
+        let auth = BearerAuth::named([
+            (1, "alice", "tok-a-0123456789abc"),
+            (2, "bob.ci", "tok-b-0123456789abc"),
+        ])
+        .unwrap();
         let who = |value: &str| auth.principal(&headers(&[value])).map(|p| p.to_string());
-        assert_eq!(who("Bearer tok-a-0123").as_deref(), Some("token:alice"));
-        assert_eq!(who("Bearer tok-b-0123").as_deref(), Some("token:bob.ci"));
-        for bad in ["Bearer tok-a-012", "Bearer tok-c-0123", "Bearer alice", "Bearer tok-a-01234"] {
+        assert_eq!(who("Bearer tok-a-0123456789abc").as_deref(), Some("token:alice"));
+        assert_eq!(who("Bearer tok-b-0123456789abc").as_deref(), Some("token:bob.ci"));
+        for bad in [
+            "Bearer tok-a-0123456789ab",
+            "Bearer tok-c-0123456789abc",
+            "Bearer alice",
+            "Bearer tok-a-0123456789abc4",
+        ] {
             assert_eq!(who(bad), None, "{bad}");
         }
         // Two holders' tokens at once are no one's.
-        let both = headers(&["Bearer tok-a-0123", "Bearer tok-b-0123"]);
+        let both = headers(&["Bearer tok-a-0123456789abc", "Bearer tok-b-0123456789abc"]);
         assert_eq!(auth.principal(&both), None);
         let debug = format!("{auth:?}");
         assert!(debug.contains("alice") && !debug.contains("tok-a"), "{debug}");
@@ -408,16 +427,16 @@ mod tests {
         type Entries<'a> = &'a [(&'a str, &'a str, &'a str)];
         let bad: &[(Entries<'_>, &str)] = &[
             (&[], "no token"),
-            (&[("l1", "", "secret-1")], "l1: the name"),
-            (&[("l1", "a b", "secret-1")], "l1: the name"),
-            (&[("l1", "a:b", "secret-1")], "l1: the name"),
-            (&[("l1", "ok", "secret-1"), ("l2", "ok2", "secret 2")], "l2: the token may"),
+            (&[("l1", "", "secret-1-0123456789")], "l1: the name"),
+            (&[("l1", "a b", "secret-1-0123456789")], "l1: the name"),
+            (&[("l1", "a:b", "secret-1-0123456789")], "l1: the name"),
+            (&[("l1", "ok", "secret-1-0123456789"), ("l2", "ok2", "secret 2-0123456789")], "l2: the token may"),
             (
-                &[("l1", "ok", "secret-1"), ("l2", "ok", "secret-2")],
+                &[("l1", "ok", "secret-1-0123456789"), ("l2", "ok", "secret-2-0123456789")],
                 "l2: the name 'ok' is also on l1",
             ),
             (
-                &[("l1", "ok", "secret-1"), ("l2", "ok2", "secret-3"), ("l3", "ok3", "secret-1")],
+                &[("l1", "ok", "secret-1-0123456789"), ("l2", "ok2", "secret-3-0123456789"), ("l3", "ok3", "secret-1-0123456789")],
                 "l3: the same token as l1",
             ),
         ];
@@ -441,7 +460,7 @@ mod tests {
     #[test]
     fn nothing_configured_is_no_layer() {
         assert!(Auth::new(Vec::new(), "credentials").is_none());
-        let bearer: Arc<dyn Verify> = Arc::new(BearerAuth::new("t").unwrap());
+        let bearer: Arc<dyn Verify> = Arc::new(BearerAuth::new("t-0123456789abcdef").unwrap());
         assert_eq!(Auth::new(vec![bearer], "bearer token").unwrap().methods(), "bearer");
     }
 }

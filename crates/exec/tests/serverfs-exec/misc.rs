@@ -132,7 +132,7 @@ fn probe(name: &str, extra: &[(&str, &str)]) -> std::process::Child {
     // This module's path in the binary's test names (`misc::probe_secret`).
     let name = format!("{}::{name}", module_path!().split_once("::").map_or("", |(_, m)| m));
     cmd.args(["--exact", &name, "--ignored", "--nocapture", "--test-threads=1"])
-        .env("SERVERFS_TOKEN", "fake-token-4711")
+        .env("SERVERFS_TOKEN", "fake-token-4711-0123456")
         .env("TMPDIR", "/tmp")
         .current_dir("/")
         .stdout(std::process::Stdio::piped())

@@ -142,14 +142,14 @@ fn token_errors_never_show_the_token_or_its_path() {
     let line = run_failing(dir.path(), &[alias, ("SERVERFS_TOKEN", "secret,comma")], &[]);
     assert!(line.contains("SERVERFS_TOKEN") && !line.contains("secret"), "{line}");
     // both sources at once
-    std::fs::write(&file, "fine-token\n").unwrap();
+    std::fs::write(&file, "fine-token-0123456789\n").unwrap();
     let line = run_failing(
         dir.path(),
-        &[alias, ("SERVERFS_TOKEN", "fine-token")],
+        &[alias, ("SERVERFS_TOKEN", "fine-token-0123456789")],
         &["--token-file", &file_arg],
     );
     assert!(line.contains("SERVERFS_TOKEN") && line.contains("is set too; use one"), "{line}");
-    assert!(!line.contains("fine-token"), "{line}");
+    assert!(!line.contains("fine-token-0123456789"), "{line}");
 }
 
 #[test]

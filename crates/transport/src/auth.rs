@@ -195,7 +195,7 @@ impl BearerAuth {
 
 /// The shortest token accepted: 16 bytes, 96 bits and more of a random
 /// source's output in any common encoding (`openssl rand -hex 16` gives 32).
-pub const MIN_TOKEN_BYTES: usize = 16;
+pub(crate) const MIN_TOKEN_BYTES: usize = 16;
 
 /// [`BearerAuth::new`]'s rule for one token.
 // A `String`: part of `new`'s and `named`'s message.

@@ -120,7 +120,7 @@ impl BearerAuth {
     /// would split tunnel-client's comma-separated `MCP_EXTRA_HEADERS`.
     ///
     /// # Errors
-    /// An empty token, one shorter than [`MIN_TOKEN_BYTES`], or one with a
+    /// An empty token, one shorter than 16 bytes, or one with a
     /// character outside that set (the message never contains the token).
     // A `String`: the message of the `ConfigError` the caller names the
     // setting for; no caller tells its causes apart.

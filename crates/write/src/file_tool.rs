@@ -9,7 +9,7 @@ use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serverfs_core::render::shown_path;
-use serverfs_core::{ErrorCode, FsError, Reported, ToText};
+use serverfs_core::{FsError, Reported, ToText};
 
 use crate::Writer;
 

@@ -12,8 +12,8 @@ use rmcp::model::{
     DetailedTask, GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use serverfs_test_support::Client;
 
@@ -27,7 +27,7 @@ fn with_tasks() -> ClientConfig {
 async fn stdio_tasks_client(p: &Project) -> Client {
     let mut cmd = tokio::process::Command::from(p.command());
     cmd.arg("--stdio").stderr(Stdio::null());
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     serve_client_with_lifecycle(with_tasks(), transport, ClientLifecycleMode::Initialize)
         .await
         .unwrap()

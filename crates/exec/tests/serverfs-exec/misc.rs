@@ -195,7 +195,7 @@ async fn probe_tmpdir_parent() {
     // Made again for the next command, and gone again after it.
     run(spec("true", cwd), &CancellationToken::new(), None).await.unwrap();
     assert!(gone().await, "left after the second command: {}", parent.display());
-    println!("probe_tmpdir_parent: checked");
+    eprintln!("probe_tmpdir_parent: checked");
 }
 
 #[tokio::test(flavor = "multi_thread")]

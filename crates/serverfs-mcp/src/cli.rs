@@ -94,7 +94,7 @@ impl Config {
             && self.http.mcp.allowed_hosts.iter().all(|h| loopback_name(h))
         {
             warnings.push(format!(
-                "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host header is not allowed'; add the host name or address clients use",
+                "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host ... is not allowed'; add the host name or address clients use",
                 self.http.listen
             ));
         }

@@ -223,6 +223,7 @@ EOF
     note "left in place:$kept"
   fi
   note "the service's state directory $state_home (if any) was created by systemd and is left alone"
+  if [ "$dry" -eq 1 ]; then note "dry run: nothing changed"; fi
   exit 0
 fi
 
@@ -253,6 +254,12 @@ case $root in
 esac
 case $root in
   *[!A-Za-z0-9._/@+-]*) die "--root may only contain letters, digits and . _ / @ + - (it goes into a unit file)" ;;
+esac
+# The unit has PrivateTmp=yes: the service sees a /tmp of its own, empty,
+# so a root under /tmp or /var/tmp would be a different, empty directory.
+case $root in
+  /tmp|/tmp/*|/var/tmp|/var/tmp/*)
+    note "WARNING: --root $root is under ${root#/}; the unit has PrivateTmp=yes, so the service would see an empty private directory there, not this one; use a directory outside /tmp and /var/tmp" ;;
 esac
 case $root in
   ''|/|/etc|/etc/*|/usr|/usr/*|/bin|/sbin|/lib|/lib64|/boot|/boot/*|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/run|/var/lib/serverfs-dev|/var/lib/serverfs-dev/*)
@@ -332,6 +339,11 @@ write_manifest
 
 if live; then
   systemctl daemon-reload
+fi
+
+if [ "$dry" -eq 1 ]; then
+  note "dry run: nothing changed"
+  exit 0
 fi
 
 cat <<EOF

@@ -147,7 +147,17 @@ before3=$(snapshot "$dest3")
 DESTDIR=$dest3 "$installer" --dry-run --binary "$dummy" --root /srv/p > "$work/log5"
 [ "$(snapshot "$dest3")" = "$before3" ] || fail "--dry-run changed the tree"
 grep -q 'would run: install' "$work/log5" || fail "--dry-run printed no plan"
-ok "--dry-run changes nothing"
+[ "$(tail -n 1 "$work/log5")" = "install.sh: dry run: nothing changed" ] || fail "--dry-run ends with: $(tail -n 1 "$work/log5")"
+if grep -q 'done\.' "$work/log5"; then fail "--dry-run says done"; fi
+if grep -q 'PrivateTmp' "$work/log5"; then fail "a root outside /tmp is warned about"; fi
+ok "--dry-run changes nothing and says so last"
+# The unit has PrivateTmp=yes: a root under /tmp would be an empty private one.
+for tmp_root in /tmp/p /var/tmp/p; do
+  DESTDIR=$dest3 "$installer" --dry-run --binary "$dummy" --root "$tmp_root" > "$work/log5t"
+  grep -q "WARNING: --root $tmp_root is under .*PrivateTmp=yes" "$work/log5t" || fail "no PrivateTmp warning for --root $tmp_root"
+done
+[ "$(snapshot "$dest3")" = "$before3" ] || fail "--dry-run changed the tree"
+ok "a root under /tmp or /var/tmp is warned about (PrivateTmp=yes)"
 for bad in relative/path / /etc/foo "/srv/with space"; do
   if install_into "$dest3" "$bad" > /dev/null 2>&1; then fail "accepted --root '$bad'"; fi
 done

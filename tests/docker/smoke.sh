@@ -3,7 +3,8 @@
 #
 #   bash tests/docker/smoke.sh            (as root, from anywhere in the repo)
 #
-# Brings up a local engine (../shared/tools/docker-engine.sh), builds the
+# Brings up a local engine (../shared/tools/docker-engine.sh, or DOCKER_ENGINE,
+# or one already running), builds the
 # static binaries and the images offline (no registry is reachable), starts
 # compose.yml with tests/docker/compose.smoke.yml (which swaps the official
 # tunnel-client image for the test MCP client `serverfs-probe`), and proves
@@ -14,6 +15,9 @@
 #
 # Environment (all optional):
 #   SHARED             the shared/ folder (default: <repo>/../shared)
+#   DOCKER_ENGINE      a script that starts an engine (default:
+#                      $SHARED/tools/docker-engine.sh); without one, an
+#                      engine that is already running is used
 #   SERVERFS_MCP_BIN   use this static serverfs-mcp instead of building it
 #   SERVERFS_PROBE_BIN use this static serverfs-probe instead of building it
 #   CARGO_TARGET_DIR   honoured when building
@@ -25,7 +29,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
 SHARED=${SHARED:-$REPO/../shared}
-ENGINE="$SHARED/tools/docker-engine.sh"
+ENGINE=${DOCKER_ENGINE:-$SHARED/tools/docker-engine.sh}
 PROJECT=serverfs-smoke
 PROJECT_MISSING=serverfs-smoke-missing
 TRIPLE="$(uname -m)-unknown-linux-gnu"
@@ -45,8 +49,31 @@ check() {
   if out=$("$@" 2>&1); then pass "$name"; else fail "$name" "$out"; fi
 }
 
+# ---------------------------------------------------------------- engine --
+# First, before anything is made: without an engine there is nothing to
+# start and nothing to clean up.
+log "engine"
+if [ -f "$ENGINE" ]; then
+  bash "$ENGINE"
+elif docker info >/dev/null 2>&1; then
+  echo "docker-smoke: $ENGINE not found; using the engine that is already running"
+else
+  cat >&2 <<EOF
+docker-smoke: no Docker engine: none is running, and $ENGINE (which starts one) is not there.
+  Run without ../shared in one of these ways:
+    - start an engine yourself (any that 'docker info' reaches), then run this again;
+    - DOCKER_ENGINE=/path/to/script: a script that starts one;
+    - SHARED=/path/to/shared: the folder holding tools/docker-engine.sh;
+    - .ci/run only: SKIP_DOCKER=1 skips this step (said in its output).
+EOF
+  exit 1
+fi
+
 tmp=$(mktemp -d /tmp/serverfs-smoke.XXXXXX)
 chmod 0755 "$tmp"
+# What this run started, so that cleanup removes only that.
+built_images=0
+started_stack=0
 
 compose() { docker compose -p "$PROJECT" --env-file "$tmp/test.env" -f compose.yml -f tests/docker/compose.smoke.yml "$@"; }
 
@@ -56,23 +83,20 @@ cleanup() {
     echo "SMOKE_KEEP=1: left project $PROJECT and $tmp in place"
     exit "$rc"
   fi
-  for p in "$PROJECT" "$PROJECT_MISSING"; do
-    docker compose -p "$p" down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
-  done
-  docker image rm -f "$MCP_IMAGE" "$PROBE_IMAGE" >/dev/null 2>&1 || true
+  if [ "$started_stack" = 1 ]; then
+    for p in "$PROJECT" "$PROJECT_MISSING"; do
+      docker compose -p "$p" down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+    done
+  fi
+  if [ "$built_images" = 1 ]; then
+    docker image rm -f "$MCP_IMAGE" "$PROBE_IMAGE" >/dev/null 2>&1 || true
+  fi
   rm -rf "$tmp"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# ---------------------------------------------------------------- engine --
-log "engine"
-if [ ! -f "$ENGINE" ]; then
-  echo "docker-smoke: $ENGINE not found (set SHARED)" >&2
-  exit 1
-fi
-bash "$ENGINE"
 missing_tools=()
 for t in jq curl file; do command -v "$t" >/dev/null 2>&1 || missing_tools+=("$t"); done
 if [ ${#missing_tools[@]} -gt 0 ]; then
@@ -207,6 +231,7 @@ fi
 # ---------------------------------------------------------------- build --
 log "docker compose build (offline: prebuilt binary, probe)"
 build_log="$tmp/build.log"
+built_images=1
 if compose build >"$build_log" 2>&1; then
   pass "docker compose build (no registry pull)"
 else
@@ -233,6 +258,7 @@ if [ "$files" = serverfs-mcp ]; then pass "image holds only /serverfs-mcp (FROM 
 
 # ------------------------------------------------------------------- up --
 log "docker compose up"
+started_stack=1
 if out=$(compose up -d --no-build --wait --wait-timeout 120 2>&1); then
   pass "docker compose up -d --wait"
 else

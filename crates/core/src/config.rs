@@ -56,9 +56,41 @@ pub fn setting(env: &str) -> String {
     format!("{env} (--{flag})")
 }
 
+/// What to say after "does not exist" when the path as given starts with
+/// `~`: only a shell expands it (and not inside quotes, an environment file
+/// or a systemd unit), so it was taken literally. Empty for any other path.
+pub fn tilde_hint(raw: &std::path::Path) -> &'static str {
+    if raw.as_os_str().as_encoded_bytes().starts_with(b"~") {
+        " (it starts with '~', which only a shell expands, and not inside quotes or an \
+         environment file: use $HOME or the full path)"
+    } else {
+        ""
+    }
+}
+
+/// Why a file or directory could not be used, in plain words (never the
+/// OS's text, e.g. "entity not found").
+pub fn io_reason(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist",
+        std::io::ErrorKind::PermissionDenied => "is not readable by the server's user",
+        std::io::ErrorKind::NotADirectory => "is below something that is not a directory",
+        std::io::ErrorKind::IsADirectory => "is a directory",
+        _ => "cannot be read",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_literal_tilde_gets_a_hint_and_io_errors_plain_words() {
+        assert!(tilde_hint(std::path::Path::new("~/src")).contains("$HOME"));
+        assert_eq!(tilde_hint(std::path::Path::new("/home/a/~src")), "");
+        let missing = std::fs::File::open("/nonexistent/serverfs-config-test").unwrap_err();
+        assert_eq!(io_reason(&missing), "does not exist");
+    }
 
     #[test]
     fn one_line_naming_the_variable_and_its_flag() {

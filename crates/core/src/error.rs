@@ -68,11 +68,14 @@ pub enum ErrorCode {
     /// serverfs-dev: the command policy refuses a program or a shell
     /// metacharacter.
     CommandNotAllowed,
+    /// serverfs-dev: the content to write, or a file a write would
+    /// change, is over the file cap (`--max-file-bytes`).
+    WriteLimitExceeded,
 }
 
 impl ErrorCode {
     /// Every code: serverfs-mcp's first, then the ones serverfs-dev added.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         Self::WorkdirNotFound,
         Self::PathNotFound,
         Self::NotADirectory,
@@ -99,6 +102,7 @@ impl ErrorCode {
         Self::PatchTooLarge,
         Self::CommandNotAllowed,
         Self::PatchIndentationAmbiguous,
+        Self::WriteLimitExceeded,
     ];
 
     /// The wire form, e.g. `PATH_OUTSIDE_WORKDIR`.
@@ -130,6 +134,7 @@ impl ErrorCode {
             Self::PatchConflict => "PATCH_CONFLICT",
             Self::PatchTooLarge => "PATCH_TOO_LARGE",
             Self::CommandNotAllowed => "COMMAND_NOT_ALLOWED",
+            Self::WriteLimitExceeded => "WRITE_LIMIT_EXCEEDED",
         }
     }
 }

@@ -315,8 +315,11 @@ pub(crate) struct Spawned {
 /// A command's own `TMPDIR` (mode 0700, named at random in the server's
 /// own directory of them, `serverfs-cmd-<server pid>` in the server's
 /// temporary directory, mode 0700 too), removed with everything in it when
-/// dropped — after the command's tree is gone. A server killed before that
-/// leaves them behind; the next start removes them
+/// dropped — after the command's tree is gone. That directory exists only
+/// while a `TMPDIR` is in it (a supervisor started ahead holds one): made
+/// with the first, removed with the last, so a process whose commands and
+/// supervisors have ended leaves nothing in `/tmp`. A server killed while
+/// they live leaves theirs behind; the next start removes them
 /// ([`sweep_stale_tmpdirs`]). In a command's own view of the file system
 /// the others in that directory are invisible (see the mounts module).
 pub(crate) struct PrivateTmp(PathBuf);
@@ -358,10 +361,10 @@ pub fn sweep_stale_tmpdirs() -> usize {
 /// may enter; anything else (another user's, a symlink) is refused.
 fn tmpdir_parent() -> Result<&'static Path, FsError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    if let Some(parent) = TMPDIR_PARENT.get() {
-        return Ok(parent);
-    }
-    let path = std::env::temp_dir().join(format!("{TMPDIR_PARENT_PREFIX}{}", std::process::id()));
+    // Made again after the last TMPDIR took it away: same path.
+    let path = TMPDIR_PARENT.get().cloned().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("{TMPDIR_PARENT_PREFIX}{}", std::process::id()))
+    });
     match std::fs::DirBuilder::new().mode(0o700).create(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -383,6 +386,15 @@ fn tmpdir_parent() -> Result<&'static Path, FsError> {
 /// This server's directory of private `TMPDIR`s, once made.
 static TMPDIR_PARENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
+/// How many private `TMPDIR`s this process holds. Its lock is held while
+/// one is made or the last one's directory removed, so that the directory
+/// is never removed between being made (or found) and used.
+static LIVE_TMPDIRS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+fn live_tmpdirs() -> std::sync::MutexGuard<'static, usize> {
+    LIVE_TMPDIRS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Removes this server's directory of private `TMPDIR`s when it is empty
 /// (every command has ended): for a server's clean end. One left behind is
 /// swept at the next start ([`sweep_stale_tmpdirs`]).
@@ -398,11 +410,13 @@ impl PrivateTmp {
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes).map_err(|e| internal("Could not create TMPDIR", e))?;
         let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut live = live_tmpdirs();
         let path = tmpdir_parent()?.join(name);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(|e| internal("Could not create TMPDIR", e))?;
+        *live += 1;
         Ok(Self(path))
     }
 
@@ -410,7 +424,7 @@ impl PrivateTmp {
     /// large tree in it), and returns once it is gone.
     pub(crate) async fn remove(mut self) {
         let path = std::mem::take(&mut self.0);
-        let _ = tokio::task::spawn_blocking(move || remove_tmp(&path)).await;
+        let _ = tokio::task::spawn_blocking(move || release(&path)).await;
     }
 }
 
@@ -418,8 +432,20 @@ impl Drop for PrivateTmp {
     fn drop(&mut self) {
         // Not removed by `remove` (an early return): remove it here.
         if !self.0.as_os_str().is_empty() {
-            remove_tmp(&self.0);
+            release(&self.0);
         }
+    }
+}
+
+/// Removes a private `TMPDIR`, and the directory of them with the last one.
+fn release(path: &Path) {
+    remove_tmp(path);
+    let mut live = live_tmpdirs();
+    *live = live.saturating_sub(1);
+    if *live == 0
+        && let Some(parent) = path.parent()
+    {
+        let _ = std::fs::remove_dir(parent);
     }
 }
 

@@ -178,7 +178,9 @@ fn existing(env: &str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ConfigError> {
         .map(|(i, p)| match std::path::absolute(p) {
             Ok(p) if p.exists() => Ok(p),
             Ok(_) => {
-                Err(ConfigError::new(env, format!("{} does not exist (each must exist)", which(i))))
+                let hint = serverfs_core::config::tilde_hint(p);
+                let reason = format!("{} does not exist (each must exist){hint}", which(i));
+                Err(ConfigError::new(env, reason))
             }
             Err(_) => Err(ConfigError::new(env, format!("{} is empty", which(i)))),
         })

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use serverfs_auth::AccessSettings;
+use serverfs_core::config::tilde_hint;
 use serverfs_core::{ConfigError, Policy};
 use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
@@ -152,11 +153,22 @@ impl Cli {
             )
         })?;
         if !state_dir.is_absolute() {
-            return Err(ConfigError::new("SERVERFS_STATE_DIR", "must be an absolute path"));
+            let hint = tilde_hint(&state_dir);
+            return Err(ConfigError::new(
+                "SERVERFS_STATE_DIR",
+                format!("must be an absolute path{hint}"),
+            ));
         }
         // `absolute` fails only on an empty path.
         let root = std::path::absolute(&self.root)
             .map_err(|_| ConfigError::new("SERVERFS_ROOT", "the path is empty"))?;
+        // Said here, where the path as typed is known (opening the root
+        // later says only "does not exist").
+        let hint = tilde_hint(&self.root);
+        if !hint.is_empty() && !root.exists() {
+            let reason = format!("the directory does not exist{hint}");
+            return Err(ConfigError::new("SERVERFS_ROOT", reason));
+        }
         let mut commands = self.commands.config(&root)?;
         // Over authenticated HTTP clients are several principals: none may
         // hold every command slot (stdio has one client).

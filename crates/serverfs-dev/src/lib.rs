@@ -82,6 +82,14 @@ pub fn run() -> ExitCode {
             message = "the path was relative: resolved against the working directory at start",
         );
     }
+    serverfs_settings::warn_if_filesystem_root("SERVERFS_ROOT (--root)", &config.root);
+    // Before anything reads like a good start (the supervisor, the root,
+    // `starting`): an address in use is the first thing said.
+    if !cli.stdio
+        && let Err(e) = config.http.bind()
+    {
+        return serverfs_transport::config_error("serverfs-dev", &e.to_string());
+    }
     let supervisor = match std::env::current_exe().and_then(supervisor_beside) {
         Ok(supervisor) => supervisor,
         Err(e) => {

@@ -23,7 +23,8 @@ pub(crate) struct Cli {
     pub(crate) command: Option<Command>,
 
     /// HTTP listen address (endpoint /mcp).
-    #[arg(long, env = "SERVERFS_LISTEN", value_parser = serverfs_settings::listen_address, default_value = "127.0.0.1:8000")]
+    // `global`: also after a subcommand (`healthcheck --listen …`).
+    #[arg(long, global = true, env = "SERVERFS_LISTEN", value_parser = serverfs_settings::listen_address, default_value = "127.0.0.1:8000")]
     pub(crate) listen: SocketAddr,
 
     /// Serve one client on stdin/stdout instead of HTTP.
@@ -31,11 +32,11 @@ pub(crate) struct Cli {
     pub(crate) stdio: bool,
 
     /// Where the Docker slots 01…16 are mounted (used when no --workdir).
-    #[arg(long, env = "SERVERFS_WORKDIRS_DIR", default_value = "/workdirs")]
+    #[arg(long, global = true, env = "SERVERFS_WORKDIRS_DIR", default_value = "/workdirs")]
     pub(crate) workdirs_dir: PathBuf,
 
     /// Name a workdir, ALIAS=PATH (repeatable); when given, slots are not read.
-    #[arg(long = "workdir", value_name = "ALIAS=PATH")]
+    #[arg(long = "workdir", global = true, value_name = "ALIAS=PATH")]
     pub(crate) workdirs: Vec<String>,
 
     /// Describe a --workdir, ALIAS=TEXT (repeatable).
@@ -93,7 +94,7 @@ impl Config {
             && self.http.mcp.allowed_hosts.iter().all(|h| loopback_name(h))
         {
             warnings.push(format!(
-                "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host header is not allowed'; add the host name or address clients use",
+                "listening on {} but SERVERFS_ALLOWED_HOSTS (--allowed-hosts) names only loopback hosts: requests from other machines will get 403 'Host ... is not allowed'; add the host name or address clients use",
                 self.http.listen
             ));
         }

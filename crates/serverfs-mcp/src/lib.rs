@@ -56,7 +56,7 @@ fn serve(cli: &Cli) -> ExitCode {
     }
     serverfs_settings::warn_if_root();
     let env = |key: &str| std::env::var(key).ok();
-    let config = match cli.config(&env) {
+    let mut config = match cli.config(&env) {
         Ok(config) => config,
         Err(e) => return config_error(&e),
     };
@@ -64,6 +64,13 @@ fn serve(cli: &Cli) -> ExitCode {
         for warning in config.warnings() {
             tracing::warn!(event = "config_warning", message = %warning);
         }
+        // Before anything reads like a good start.
+        if let Err(e) = config.http.bind() {
+            return serverfs_transport::config_error("serverfs-mcp", &e.to_string());
+        }
+    }
+    for spec in &config.workdirs {
+        serverfs_settings::warn_if_filesystem_root(&spec.origin, &spec.host_path);
     }
     for spec in config.workdirs.iter().filter(|s| s.relative) {
         tracing::info!(

@@ -5,12 +5,14 @@
 //! Guarantees: every invalid configuration is one error line that names the
 //! setting or the slot (`slot 03: …`) and never a slot's host path (a
 //! `--workdir` error may name the path the operator typed); no slot is
-//! silently renamed or skipped. The result is plain data, parsed once at
+//! silently renamed or skipped, and a slot past the sixteenth is warned
+//! about (it is not served). The result is plain data, parsed once at
 //! start-up and passed down. `selfcheck` uses the same slot numbering.
 
 use std::path::Path;
 
 use serverfs_core::ConfigError;
+use serverfs_core::config::tilde_hint;
 use serverfs_core::policy::SENTINEL;
 
 use crate::workdirs::WorkdirSpec;
@@ -126,6 +128,9 @@ pub(crate) fn slot_specs(
             }
         }
     }
+    for ignored in beyond_the_slots(workdirs_dir, env) {
+        tracing::warn!(event = "config_warning", message = %ignored);
+    }
     let specs: Vec<WorkdirSpec> = specs.into_iter().map(|(_, s)| s).collect();
     if specs.is_empty() {
         return Err(ConfigError::named(
@@ -134,6 +139,36 @@ pub(crate) fn slot_specs(
         ));
     }
     Ok(specs)
+}
+
+/// What configures a slot past [`SLOT_COUNT`] (`WORKDIR_17_ALIAS`, a
+/// directory `17` under `workdirs_dir`): it is not served, so each is said
+/// rather than dropped silently.
+fn beyond_the_slots(workdirs_dir: &Path, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut ignored = Vec::new();
+    for n in SLOT_COUNT + 1..=99 {
+        for key in ["ALIAS", "PATH", "DESCRIPTION"].map(|k| format!("WORKDIR_{n:02}_{k}")) {
+            if env(&key).is_some_and(|v| !v.is_empty()) {
+                ignored.push(format!(
+                    "{key} is set but only slots 01…{SLOT_COUNT} exist: it is ignored \
+                     (use a free slot, or run without Docker with --workdir ALIAS=PATH)"
+                ));
+            }
+        }
+    }
+    let mut extra: Vec<String> = std::fs::read_dir(workdirs_dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.parse::<usize>().is_ok_and(|n| n > SLOT_COUNT) && name.len() == 2)
+        .collect();
+    extra.sort();
+    for name in extra {
+        ignored.push(format!(
+            "SERVERFS_WORKDIRS_DIR holds {name}, but only slots 01…{SLOT_COUNT} exist: it is not served"
+        ));
+    }
+    ignored
 }
 
 /// Workdirs from `--workdir ALIAS=PATH` (split at the first `=`) and
@@ -162,6 +197,12 @@ pub(crate) fn arg_specs(
         let host_path = std::path::absolute(path).map_err(|_| {
             ConfigError::named(format!("--workdir '{alias}'"), "the path cannot be resolved")
         })?;
+        // Said here, where the path as typed is known.
+        let hint = tilde_hint(std::path::Path::new(path));
+        if !hint.is_empty() && !host_path.exists() {
+            let reason = format!("the directory does not exist{hint}");
+            return Err(ConfigError::named(format!("--workdir '{alias}'"), reason));
+        }
         specs.push(WorkdirSpec {
             alias: alias.to_owned(),
             description: None,
@@ -194,6 +235,20 @@ pub(crate) fn arg_specs(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn a_seventeenth_slot_is_said_not_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("16")).unwrap();
+        let env = |k: &str| (k == "WORKDIR_16_ALIAS").then(|| "ok".to_owned());
+        assert!(beyond_the_slots(dir.path(), &env).is_empty());
+        std::fs::create_dir(dir.path().join("17")).unwrap();
+        let env = |k: &str| (k == "WORKDIR_17_ALIAS").then(|| "more".to_owned());
+        let said = beyond_the_slots(dir.path(), &env);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with("WORKDIR_17_ALIAS is set but only slots 01…16 exist"));
+        assert!(said[1].contains("holds 17"), "{said:?}");
+    }
 
     #[test]
     fn aliases() {

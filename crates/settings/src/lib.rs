@@ -18,6 +18,7 @@ use std::time::Duration;
 use clap::error::{ContextKind, ErrorKind};
 use clap::{Args, Parser};
 pub use serverfs_core::config::{ConfigError, setting};
+use serverfs_core::config::{io_reason, tilde_hint};
 use serverfs_core::policy::split_glob_list;
 use serverfs_tools::{Concurrency, Limits};
 use serverfs_transport::{BearerAuth, ConnectionOptions, HttpConfig, McpOptions};
@@ -253,6 +254,7 @@ impl HttpSettings {
             mcp: self.mcp_options(default_hosts)?,
             connections: self.connection_options()?,
             auth: self.bearer_auth(env)?,
+            bound: None,
         })
     }
 
@@ -369,7 +371,8 @@ impl HttpSettings {
 /// The text of a file of secrets, warning when group or others may read it.
 fn read_secret_file(setting: &str, path: &std::path::Path) -> Result<String, ConfigError> {
     let cannot = |e: std::io::Error| {
-        ConfigError::named(setting, format!("cannot read the file: {}", e.kind()))
+        let hint = if e.kind() == std::io::ErrorKind::NotFound { tilde_hint(path) } else { "" };
+        ConfigError::named(setting, format!("the file {}{hint}", io_reason(&e)))
     };
     let mut file = std::fs::File::open(path).map_err(cannot)?;
     // The mode of the file read, not of a name that may change.
@@ -429,6 +432,22 @@ pub fn warn_if_root() {
     }
 }
 
+/// Warns (a `config_warning` log line) when `path`, served as `setting`
+/// (`--workdir 'x'`, `SERVERFS_ROOT (--root)`), is the filesystem root:
+/// every file this user can read is then served. Allowed (a throwaway VM
+/// may want it), never recommended.
+pub fn warn_if_filesystem_root(setting: &str, path: &std::path::Path) {
+    if std::fs::canonicalize(path).is_ok_and(|p| p == std::path::Path::new("/")) {
+        tracing::warn!(
+            event = "config_warning",
+            message = %format!(
+                "{setting} is the filesystem root '/': every file this user can read is served; \
+                 name the narrowest directory the agent needs"
+            ),
+        );
+    }
+}
+
 /// Parses flags and environment into `C`; a bad value is one line naming
 /// the setting (`SERVERFS_X (--x): invalid value '…'`) and exit 2. Help,
 /// version and usage errors are clap's own.
@@ -440,14 +459,19 @@ pub fn parse_or_exit<C: Parser>(program: &str) -> C {
             let value =
                 e.get(ContextKind::InvalidValue).map(ToString::to_string).unwrap_or_default();
             let flag = arg.split_whitespace().next().unwrap_or_default().to_owned();
-            let env = C::command()
+            let command = C::command();
+            let found = command
                 .get_arguments()
-                .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))
-                .and_then(|a| a.get_env().map(|v| v.to_string_lossy().into_owned()));
+                .chain(command.get_subcommands().flat_map(clap::Command::get_arguments))
+                .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")));
+            let env = found.and_then(|a| a.get_env().map(|v| v.to_string_lossy().into_owned()));
             let setting = env.map_or(flag.clone(), |env| format!("{env} ({flag})"));
             // A value parser's own reason (e.g. the expected form) beats
-            // clap's generic one.
+            // clap's generic one; a setting with a fixed set of values
+            // lists them, so the fix is in the line.
+            let listed = found.map(one_of).unwrap_or_default();
             let why = match e.kind() {
+                _ if !listed.is_empty() => listed,
                 ErrorKind::ValueValidation => {
                     std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default()
                 }
@@ -457,6 +481,22 @@ pub fn parse_or_exit<C: Parser>(program: &str) -> C {
             std::process::exit(2);
         }
         Err(e) => e.exit(),
+    }
+}
+
+/// `: expected one of on, off` for a setting with a fixed set of values;
+/// empty for any other.
+fn one_of(arg: &clap::Arg) -> String {
+    let values: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| v.get_name().to_owned())
+        .collect();
+    if values.is_empty() {
+        String::new()
+    } else {
+        format!(": expected one of {}", values.join(", "))
     }
 }
 
@@ -474,8 +514,12 @@ pub fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(address) = value.parse() {
         return Ok(address);
     }
-    if value.parse::<u16>().is_ok() {
-        return Err(format!("{FORM} (a port alone is not enough: 127.0.0.1:{value})"));
+    let port = value.strip_prefix(':').unwrap_or(value);
+    if port.parse::<u16>().is_ok() {
+        return Err(format!(
+            "{FORM} (a port alone is not enough: 0.0.0.0:{port} for every interface, \
+             127.0.0.1:{port} for this machine only)"
+        ));
     }
     match value.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
@@ -601,7 +645,14 @@ mod tests {
         let err = both.http.bearer_auth(&token).unwrap_err().to_string();
         assert!(err.contains("is set too; use one"), "{err}");
         let err = both.http.bearer_auth(&|_| None).unwrap_err().to_string();
-        assert!(err.contains("cannot read") && !err.contains("/nonexistent"), "{err}");
+        assert!(err.ends_with("the file does not exist") && !err.contains("/nonexistent"), "{err}");
+        let both = parse(&["--tokens-file", "~/tokens"]);
+        let err = both.http.bearer_auth(&|_| None).unwrap_err().to_string();
+        assert!(
+            err.starts_with("SERVERFS_TOKENS_FILE (--tokens-file): the file does not exist")
+                && err.contains("use $HOME"),
+            "{err}"
+        );
         let both = parse(&["--tokens-file", "/nonexistent/tokens"]);
         let err = both.http.bearer_auth(&token).unwrap_err().to_string();
         assert!(err.contains("SERVERFS_TOKENS_FILE") && err.contains("is set too"), "{err}");

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
 use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 /// A connected rmcp client.
@@ -21,6 +22,10 @@ pub type Client = RunningService<RoleClient, ClientConfig>;
 
 /// A child process that is SIGKILLed and reaped when this is dropped, also
 /// when the test fails before its end: no test leaves a server running.
+/// What a killed serverfs-dev leaves in the temporary directory (its
+/// directory of command `TMPDIR`s, `serverfs-cmd-<pid>`, which the next
+/// start of a server of its user would sweep) is removed too: no test
+/// leaves a directory behind.
 #[derive(Debug)]
 pub struct KillOnDrop(pub Child);
 
@@ -41,6 +46,8 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let left = std::env::temp_dir().join(format!("serverfs-cmd-{}", self.0.id()));
+        let _ = std::fs::remove_dir_all(left);
     }
 }
 
@@ -85,6 +92,29 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
         }
     };
     Listening { child: KillOnDrop(child), addr, log }
+}
+
+/// An rmcp stdio transport to the server `cmd` starts (on the test's tokio
+/// runtime). The server's log goes to the test's own captured output, line
+/// by line: shown when the test fails, hidden when it passes. (rmcp's
+/// `TokioChildProcess::new` sets stderr to inherit whatever `cmd` says, so
+/// every server's log would reach the terminal.)
+///
+/// # Panics
+/// When the server cannot be started.
+pub fn stdio_transport(cmd: tokio::process::Command) -> TokioChildProcess {
+    use tokio::io::AsyncBufReadExt;
+    let (transport, stderr) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().expect("the server starts");
+    if let Some(stderr) = stderr {
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+            }
+        });
+    }
+    transport
 }
 
 /// Calls a tool; returns (is_error, structured content or the error text).

@@ -52,6 +52,15 @@ impl ReadTools {
                     ErrorCode::BinaryFile,
                     format!("{} Move binary files with file_link (over HTTP).", e.message()),
                 ),
+                ErrorCode::ReadLimitExceeded => FsError::new(
+                    ErrorCode::ReadLimitExceeded,
+                    format!(
+                        "{loc} is larger than read_file reads (at most {max_file_bytes} bytes, \
+                         SERVERFS_MAX_FILE_BYTES / --max-file-bytes). Page through it with \
+                         read_text_file, search it with search_text, or read it with bash \
+                         (sed -n, head) or file_link (over HTTP)."
+                    ),
+                ),
                 _ => e,
             },
         )?;
@@ -91,7 +100,9 @@ fn sha256(
         FsError::new(
             ErrorCode::ReadLimitExceeded,
             format!(
-                "{loc} is {size} bytes; sha256 is computed for files of at most {max_file_bytes} bytes."
+                "{loc} is {size} bytes; sha256 is computed for files of at most {max_file_bytes} \
+                 bytes (SERVERFS_MAX_FILE_BYTES / --max-file-bytes). Run sha256sum with bash for a \
+                 larger one."
             ),
         )
     };

@@ -315,7 +315,9 @@ fn fs_error(e: &FsError) -> Response {
         | ErrorCode::UnsupportedFileType
         | ErrorCode::AlreadyExists
         | ErrorCode::PatchConflict => StatusCode::CONFLICT,
-        ErrorCode::ReadLimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::ReadLimitExceeded | ErrorCode::WriteLimitExceeded => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
         ErrorCode::ServerBusy => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };

@@ -430,13 +430,20 @@ mod tests {
             (&[("l1", "", "secret-1-0123456789")], "l1: the name"),
             (&[("l1", "a b", "secret-1-0123456789")], "l1: the name"),
             (&[("l1", "a:b", "secret-1-0123456789")], "l1: the name"),
-            (&[("l1", "ok", "secret-1-0123456789"), ("l2", "ok2", "secret 2-0123456789")], "l2: the token may"),
+            (
+                &[("l1", "ok", "secret-1-0123456789"), ("l2", "ok2", "secret 2-0123456789")],
+                "l2: the token may",
+            ),
             (
                 &[("l1", "ok", "secret-1-0123456789"), ("l2", "ok", "secret-2-0123456789")],
                 "l2: the name 'ok' is also on l1",
             ),
             (
-                &[("l1", "ok", "secret-1-0123456789"), ("l2", "ok2", "secret-3-0123456789"), ("l3", "ok3", "secret-1-0123456789")],
+                &[
+                    ("l1", "ok", "secret-1-0123456789"),
+                    ("l2", "ok2", "secret-3-0123456789"),
+                    ("l3", "ok3", "secret-1-0123456789"),
+                ],
                 "l3: the same token as l1",
             ),
         ];

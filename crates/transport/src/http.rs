@@ -202,6 +202,39 @@ pub struct HttpConfig {
     pub connections: ConnectionOptions,
     /// When set, `/mcp` requires one of these bearer tokens.
     pub auth: Option<crate::BearerAuth>,
+    /// The listener [`HttpConfig::bind`] opened; `None` until then.
+    pub bound: Option<std::net::TcpListener>,
+}
+
+impl HttpConfig {
+    /// Binds the listen address now, before the binary says it is
+    /// starting: an address in use is then the first thing said, not a
+    /// line after others that read like a good start. Needs no runtime;
+    /// [`serve_guarded_mcp`] serves this listener (and binds itself when
+    /// this was not called).
+    ///
+    /// # Errors
+    /// The address cannot be bound: in use, not this machine's, not
+    /// allowed.
+    pub fn bind(&mut self) -> Result<(), ListenError> {
+        let listener =
+            bind_now(self.listen).map_err(|source| ListenError { address: self.listen, source })?;
+        self.bound = Some(listener);
+        Ok(())
+    }
+}
+
+/// A listening socket as tokio's `TcpListener::bind` makes one
+/// (`SO_REUSEADDR`, a backlog of 1024, close-on-exec so no command
+/// inherits it), nonblocking, without a runtime.
+fn bind_now(address: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
 }
 
 /// Serves `/mcp` (`factory`'s handlers, behind the configured bearer token
@@ -275,7 +308,7 @@ impl From<Option<crate::BearerAuth>> for McpGuard {
 /// If the listen address cannot be bound or the accept loop fails.
 pub async fn serve_guarded_mcp<S, F>(
     factory: F,
-    http: HttpConfig,
+    mut http: HttpConfig,
     guard: McpGuard,
     routes: Router,
     shutdown: CancellationToken,
@@ -286,9 +319,11 @@ where
 {
     let mcp = (guard.apply)(mcp_router(factory, &http.mcp, &shutdown));
     let app = with_header_checks(health_router().merge(mcp).merge(routes));
-    let listener = tokio::net::TcpListener::bind(http.listen)
-        .await
-        .map_err(|e| ListenError::wrap(http.listen, e))?;
+    let listener = match http.bound.take() {
+        Some(listener) => listener,
+        None => bind_now(http.listen).map_err(|e| ListenError::wrap(http.listen, e))?,
+    };
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!(event = "http_endpoint", endpoint = "/mcp", auth = %guard.name);
     serve(listener, app, &http.connections, shutdown).await
 }
@@ -335,7 +370,8 @@ pub fn health_router() -> Router {
 }
 
 /// `/mcp` (exactly: `/mcp/…` is 404) serving `factory`'s handlers statelessly,
-/// behind rmcp's Host/Origin checks and the body limits of `options`.
+/// behind our Host check (a refusal names `--allowed-hosts`; rmcp's own
+/// stays behind it), rmcp's Origin check and the body limits of `options`.
 /// Binaries add their own layers (`route_layer`, e.g. an [`crate::Auth`])
 /// and merge it with [`health_router`]; [`with_header_checks`] goes on the
 /// whole app.
@@ -367,10 +403,73 @@ where
         timeout: options.body_timeout,
         in_flight: Arc::default(),
     };
+    let hosts =
+        AllowedHosts(options.allowed_hosts.iter().filter_map(|h| allowed_host(h)).collect());
     // `route_service`, not `nest_service`: only `/mcp` itself is the endpoint.
     Router::new()
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(limits, read_whole_body))
+        .route_layer(middleware::from_fn_with_state(Arc::new(hosts), allowed_host_only))
+}
+
+/// The accepted `Host` names, lower case, without brackets, each with its
+/// port when the entry names one (else any port matches): rmcp's rule,
+/// checked here first so that a refusal names the setting and is logged
+/// as one of ours.
+#[derive(Debug)]
+struct AllowedHosts(Vec<(String, Option<u16>)>);
+
+/// A `Host` value or an allowlist entry as (name, port): `Example.org:80`
+/// → (`example.org`, 80), `[::1]` → (`::1`, none). `None` when it is not
+/// an authority (an entry that is not one matches by its whole text, as
+/// rmcp does).
+fn authority(text: &str) -> Option<(String, Option<u16>)> {
+    let authority = axum::http::uri::Authority::try_from(text.trim()).ok()?;
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_ascii_lowercase(), authority.port_u16()))
+}
+
+fn allowed_host(entry: &str) -> Option<(String, Option<u16>)> {
+    let entry = entry.trim();
+    if entry.is_empty() {
+        return None;
+    }
+    let whole = || (entry.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase(), None);
+    Some(authority(entry).unwrap_or_else(whole))
+}
+
+/// 403 naming `--allowed-hosts` for a `Host` the allowlist does not hold
+/// (a DNS-rebinding defence), logged as `host_refused` with plain values.
+/// A missing or malformed `Host` is left to rmcp (400).
+async fn allowed_host_only(
+    State(allowed): State<Arc<AllowedHosts>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(Ok(host)) = request.headers().get(HOST).map(HeaderValue::to_str) else {
+        return next.run(request).await;
+    };
+    let Some((name, port)) = authority(host) else {
+        return next.run(request).await;
+    };
+    let ok = allowed.0.is_empty()
+        || allowed.0.iter().any(|(n, p)| *n == name && p.is_none_or(|p| Some(p) == port));
+    if ok {
+        return next.run(request).await;
+    }
+    // Printable and short: the header is the client's text.
+    let shown: String = host.chars().filter(|c| !c.is_control()).take(100).collect();
+    tracing::warn!(
+        event = "host_refused",
+        host = %shown,
+        path = request.uri().path(),
+        setting = "SERVERFS_ALLOWED_HOSTS (--allowed-hosts)",
+    );
+    let text = format!(
+        "403 Forbidden: Host '{shown}' is not allowed; add it to SERVERFS_ALLOWED_HOSTS \
+         (--allowed-hosts) if clients reach this server by that name\n"
+    );
+    plain(StatusCode::FORBIDDEN, text)
 }
 
 /// The checks every request passes first: more than one `Origin` is 403
@@ -430,8 +529,8 @@ async fn single_host_and_origin(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response {
-    let mut response = Response::new(Body::from(text));
+fn plain(status: StatusCode, text: impl Into<Body>) -> Response {
+    let mut response = Response::new(text.into());
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -450,6 +549,21 @@ fn closing(status: StatusCode, text: &'static str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_match_as_rmcp_matches_them() {
+        let allowed: Vec<_> = ["localhost", "Example.org:8443", "[::1]", " "]
+            .iter()
+            .filter_map(|h| allowed_host(h))
+            .collect();
+        assert_eq!(
+            allowed,
+            [("localhost".into(), None), ("example.org".into(), Some(8443)), ("::1".into(), None)]
+        );
+        assert_eq!(authority("LOCALHOST:8000"), Some(("localhost".into(), Some(8000))));
+        assert_eq!(authority("[::1]:8000"), Some(("::1".into(), Some(8000))));
+        assert_eq!(authority("a b"), None);
+    }
 
     #[test]
     fn own_origins_bracket_ipv6() {

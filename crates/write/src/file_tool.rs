@@ -39,14 +39,8 @@ impl Writer {
             }
         };
         if bytes.len() as u64 > self.max_file_bytes {
-            return Err(FsError::new(
-                ErrorCode::ReadLimitExceeded,
-                format!(
-                    "the content is {} bytes; write_file writes at most {} bytes.",
-                    bytes.len(),
-                    self.max_file_bytes
-                ),
-            ));
+            let what = format!("the content is {} bytes, more than write_file writes", bytes.len());
+            return Err(crate::fsops::over_the_cap(&what, self.max_file_bytes));
         }
         let overwrite = matches!(args.mode, WriteMode::Overwrite);
         let before = self.before_write(&args.path, &bytes, overwrite);

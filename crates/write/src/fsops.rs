@@ -268,9 +268,21 @@ pub(crate) fn already_exists(shown: &str) -> FsError {
 }
 
 pub(crate) fn too_large(shown: &str, cap: u64) -> FsError {
+    over_the_cap(
+        &format!("{shown} is larger than the files write_file and apply_patch change"),
+        cap,
+    )
+}
+
+/// `WRITE_LIMIT_EXCEEDED`: `what` is over the file cap `cap`; names the
+/// setting and the tools that can still do it, so a model has a way on.
+pub(crate) fn over_the_cap(what: &str, cap: u64) -> FsError {
     FsError::new(
-        ErrorCode::ReadLimitExceeded,
-        format!("{shown} is larger than the {cap}-byte limit for files that are changed."),
+        ErrorCode::WriteLimitExceeded,
+        format!(
+            "{what} (at most {cap} bytes, SERVERFS_MAX_FILE_BYTES / --max-file-bytes). Change a \
+             larger file with bash (sed, a script), or upload it with file_link (over HTTP)."
+        ),
     )
 }
 

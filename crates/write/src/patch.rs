@@ -37,7 +37,7 @@ impl Writer {
     /// The patch crate's codes (`PATCH_SYNTAX`, `PATCH_CONTEXT_NOT_FOUND`,
     /// `PATCH_CONTEXT_AMBIGUOUS`, `PATCH_INDENTATION_AMBIGUOUS`, `PATCH_CONFLICT`, `PATCH_TOO_LARGE`,
     /// `UNSUPPORTED_TEXT_ENCODING`), the root's path errors,
-    /// `ALREADY_EXISTS`, `NOT_A_FILE`, `READ_LIMIT_EXCEEDED` (a file over
+    /// `ALREADY_EXISTS`, `NOT_A_FILE`, `WRITE_LIMIT_EXCEEDED` (a file over
     /// the writer's file cap), `TIMEOUT` (`deadline` passed while
     /// planning), and [`Writer::commit`]'s.
     pub fn apply_patch(
@@ -221,10 +221,8 @@ impl Writer {
     fn within_cap(&self, shown: &str, len: usize) -> Result<(), FsError> {
         let cap = self.max_file_bytes;
         if len as u64 > cap {
-            return Err(FsError::new(
-                ErrorCode::ReadLimitExceeded,
-                format!("{shown} is larger than the {cap}-byte file limit of apply_patch."),
-            ));
+            let what = format!("{shown} is larger than the files apply_patch changes");
+            return Err(crate::fsops::over_the_cap(&what, cap));
         }
         Ok(())
     }

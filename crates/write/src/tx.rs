@@ -178,7 +178,7 @@ impl WriterConfig {
     }
 
     /// Cap on a replaced or deleted file's current size, and on a patched
-    /// file before and after (`READ_LIMIT_EXCEEDED` beyond). Default [`DEFAULT_MAX_FILE_BYTES`].
+    /// file before and after (`WRITE_LIMIT_EXCEEDED` beyond). Default [`DEFAULT_MAX_FILE_BYTES`].
     #[must_use]
     pub fn max_file_bytes(mut self, bytes: u64) -> Self {
         self.max_file_bytes = bytes;
@@ -423,7 +423,7 @@ impl Writer {
     /// `DENIED_PATH`, `HIDDEN_PATH_NOT_ALLOWED`, `SYMLINK_NOT_ALLOWED`,
     /// `PATH_NOT_FOUND`, `NOT_A_DIRECTORY`, `NOT_A_FILE`,
     /// `UNSUPPORTED_FILE_TYPE`, `ALREADY_EXISTS`, `PATCH_CONFLICT`,
-    /// `READ_LIMIT_EXCEEDED`; `ACCESS_DENIED` and `INTERNAL_ERROR` while
+    /// `WRITE_LIMIT_EXCEEDED`; `ACCESS_DENIED` and `INTERNAL_ERROR` while
     /// writing. Whatever the error, nothing of the transaction remains —
     /// unless undoing it fails too (an I/O error mid-rollback): then its
     /// journal is kept, this writer refuses every further transaction

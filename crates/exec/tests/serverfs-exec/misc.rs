@@ -158,6 +158,46 @@ fn server_secret_is_neither_inherited_nor_readable() {
     }
 }
 
+/// A process's directory of TMPDIRs goes with its last command: nothing is
+/// left in /tmp once its commands have ended (a process of its own, so no
+/// other test's command holds the directory).
+#[test]
+fn the_tmpdir_directory_goes_with_the_last_command() {
+    let out = probe("probe_tmpdir_parent", &[]).wait_with_output().unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("probe_tmpdir_parent: checked"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a probe: run by the_tmpdir_directory_goes_with_the_last_command"]
+async fn probe_tmpdir_parent() {
+    if std::env::var("SERVERFS_TOKEN").is_err() {
+        return;
+    }
+    let parent = std::path::PathBuf::from(format!("/tmp/serverfs-cmd-{}", std::process::id()));
+    let cwd = std::path::Path::new("/");
+    let out =
+        run(spec(&format!("test -d {}", parent.display()), cwd), &CancellationToken::new(), None)
+            .await
+            .unwrap();
+    assert_eq!(out.exit_code, Some(0), "the directory exists while a command runs");
+    // The supervisor started ahead for a next command holds a TMPDIR until
+    // its Supervisor is dropped, which may finish just after `run`.
+    let gone = || async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while parent.exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        !parent.exists()
+    };
+    assert!(gone().await, "left after the last command: {}", parent.display());
+    // Made again for the next command, and gone again after it.
+    run(spec("true", cwd), &CancellationToken::new(), None).await.unwrap();
+    assert!(gone().await, "left after the second command: {}", parent.display());
+    eprintln!("probe_tmpdir_parent: checked");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a probe: run by server_secret_is_neither_inherited_nor_readable"]
 async fn probe_secret() {
@@ -209,24 +249,38 @@ async fn probe_secret() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn server_death_kills_the_tree() {
+    use std::os::unix::fs::PermissionsExt;
     let t = tag();
-    let mut child = probe("probe_server_dies", &[("SERVERFS_EXEC_PROBE_TAG", &t)]);
+    // Made here, not in the probe: the probe is killed, and a directory of
+    // its own would be left in /tmp (owned by nobody) on every run.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir_env = dir.path().to_str().unwrap();
+    let env = [("SERVERFS_EXEC_PROBE_TAG", t.as_str()), ("SERVERFS_EXEC_PROBE_DIR", dir_env)];
+    let mut child = probe("probe_server_dies", &env);
     wait_alive(&format!("300.{t}")).await;
     wait_alive(&format!("301.{t}")).await;
     wait_alive(&format!("302.{t}")).await;
     // The "server" dies at once, no cleanup of its own.
+    let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();
     wait_gone(&t).await;
+    // What a dead server leaves: its directory of TMPDIRs, which the next
+    // start of a server of its user sweeps. The probe's user is not ours,
+    // so this test removes it (the probe's TMPDIR is /tmp).
+    let left = std::path::PathBuf::from(format!("/tmp/serverfs-cmd-{pid}"));
+    assert!(left.is_dir(), "the dead server's TMPDIRs are not where expected");
+    std::fs::remove_dir_all(&left).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a probe: run by server_death_kills_the_tree"]
 async fn probe_server_dies() {
     let Ok(t) = std::env::var("SERVERFS_EXEC_PROBE_TAG") else { return };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = std::path::PathBuf::from(std::env::var("SERVERFS_EXEC_PROBE_DIR").unwrap());
     let cmd = format!("setsid sleep 300.{t} & ( (sleep 301.{t} &) & ); sleep 302.{t}");
-    let _ = run(spec(&cmd, dir.path()), &CancellationToken::new(), None).await;
+    let _ = run(spec(&cmd, &dir), &CancellationToken::new(), None).await;
 }
 
 /// A supervisor program from another release (installed beside the server,

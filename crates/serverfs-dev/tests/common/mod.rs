@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::ClientConfig;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 // Not every test binary uses both.
 #[allow(unused_imports)]
@@ -27,7 +27,7 @@ pub const BOB: &str = "tok-bob-0123456789abcdef";
 /// An initialized MCP client of the server started by `cmd` (its
 /// arguments, `--stdio` included, and stderr set by the caller).
 pub async fn serve(cmd: tokio::process::Command) -> Client {
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     serve_client_with_lifecycle(ClientConfig::default(), transport, ClientLifecycleMode::Initialize)
         .await
         .unwrap()

@@ -196,6 +196,13 @@ async fn read_file_shows_images_by_content_and_refuses_other_binaries() {
     assert!(is_error && text.starts_with("BINARY_FILE: ") && text.contains("file_link"), "{text}");
     let (is_error, _, text) = answer(&client, "read_file", json!({"path": "big.png"})).await;
     assert!(is_error && text.starts_with("READ_LIMIT_EXCEEDED: ") && text.contains("file_link"));
+    // A text file over the file cap: the setting and the tools that can.
+    std::fs::write(p.path("big.txt"), "a\n".repeat(131_073)).unwrap();
+    let (is_error, _, text) = answer(&client, "read_file", json!({"path": "big.txt"})).await;
+    assert!(is_error && text.starts_with("READ_LIMIT_EXCEEDED: project:/big.txt is larger"));
+    for named in ["--max-file-bytes", "read_text_file", "bash", "file_link"] {
+        assert!(text.contains(named), "{named}: {text}");
+    }
     client.cancel().await.unwrap();
 }
 

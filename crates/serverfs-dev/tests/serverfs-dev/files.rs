@@ -122,10 +122,14 @@ async fn write_file_modes_and_content_forms() {
     }
     assert!(!p.path("x").exists());
     let big = "a".repeat(262_145);
-    assert_eq!(
-        error_code(&client, "write_file", json!({"path": "big", "content": big}), host).await,
-        "READ_LIMIT_EXCEEDED"
-    );
+    let (is_error, text) =
+        call(&client, "write_file", json!({"path": "big", "content": big})).await;
+    let text = text.as_str().unwrap_or_default();
+    // A write code, and a way on: the setting and the tools that can.
+    assert!(is_error && text.starts_with("WRITE_LIMIT_EXCEEDED: the content is 262145 bytes"));
+    for named in ["--max-file-bytes", "bash", "file_link"] {
+        assert!(text.contains(named), "{named}: {text}");
+    }
     assert!(!p.path("big").exists());
     client.cancel().await.unwrap();
 }

@@ -57,7 +57,7 @@ fn start_up_errors_name_the_setting_in_one_plain_line() {
     std::fs::write(&file, "").unwrap();
     let missing = p.dir.path().join("no-such-dir");
     let e = "serverfs-dev: config error:";
-    let cases: Vec<(std::process::Command, String)> = vec![
+    let mut cases: Vec<(std::process::Command, String)> = vec![
         (
             with_root(&p, &missing),
             format!("{e} SERVERFS_ROOT (--root): the directory does not exist"),
@@ -113,8 +113,36 @@ fn start_up_errors_name_the_setting_in_one_plain_line() {
             format!(
                 "{e} SERVERFS_LISTEN (--listen): invalid value '8000': expected HOST:PORT with \
                  HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790 (a port alone is not \
-                 enough: 127.0.0.1:8000)"
+                 enough: 0.0.0.0:8000 for every interface, 127.0.0.1:8000 for this machine only)"
             ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.args(["--listen", ":8000"]);
+                c
+            },
+            format!(
+                "{e} SERVERFS_LISTEN (--listen): invalid value ':8000': expected HOST:PORT with \
+                 HOST an IP address, e.g. 127.0.0.1:8790 or [::1]:8790 (a port alone is not \
+                 enough: 0.0.0.0:8000 for every interface, 127.0.0.1:8000 for this machine only)"
+            ),
+        ),
+        (
+            with_root(&p, std::path::Path::new("~/no-such-serverfs-dir")),
+            format!(
+                "{e} SERVERFS_ROOT (--root): the directory does not exist (it starts with '~', \
+                 which only a shell expands, and not inside quotes or an environment file: use \
+                 $HOME or the full path)"
+            ),
+        ),
+        (
+            {
+                let mut c = p.command();
+                c.arg("--tokens-file").arg(&missing);
+                c
+            },
+            format!("{e} SERVERFS_TOKENS_FILE (--tokens-file): the file does not exist"),
         ),
         (
             {
@@ -140,8 +168,55 @@ fn start_up_errors_name_the_setting_in_one_plain_line() {
             ),
         ),
     ];
+    // Every setting with a fixed set of values lists them.
+    for (flag, value, values) in [
+        ("--sandbox", "maybe", "on, off"),
+        ("--command-network", "none", "on, off"),
+        ("--text-output", "yaml", "compact, json"),
+        ("--audit-command-text", "no", "true, false"),
+    ] {
+        let mut c = p.command();
+        c.args([flag, value]);
+        let env = format!("SERVERFS_{}", flag[2..].to_ascii_uppercase().replace('-', "_"));
+        cases.push((
+            c,
+            format!("{e} {env} ({flag}): invalid value '{value}': expected one of {values}"),
+        ));
+    }
     for (command, expected) in cases {
         assert_eq!(start_error(&p, command), expected);
+    }
+}
+
+/// An address in use is said before anything that reads like a good
+/// start: the address is bound first.
+#[test]
+fn a_port_in_use_is_said_before_anything_starts() {
+    let p = Project::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = p.command();
+    c.args(["--listen", &taken.local_addr().unwrap().to_string()]);
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let events: Vec<Value> = log_lines(&out.stderr);
+    let good_start = ["supervisor", "starting", "sandbox", "stale_tmpdirs_removed"];
+    assert!(!events.iter().any(|v| good_start.iter().any(|g| v["event"] == *g)), "{stderr}");
+    assert!(stderr.trim_end().ends_with("the address is already in use"), "{stderr}");
+}
+
+/// `--root /` serves every file the user can read: allowed, but said.
+#[test]
+fn the_filesystem_root_as_the_root_is_warned_about() {
+    let p = Project::new();
+    for (root, warned) in [(std::path::PathBuf::from("/"), true), (p.root(), false)] {
+        let out = with_root(&p, &root).arg("--stdio").stdin(Stdio::null()).output().unwrap();
+        let lines = log_lines(&out.stderr);
+        let said = lines.iter().any(|v| {
+            v["event"] == "config_warning"
+                && v["message"].as_str().is_some_and(|m| m.contains("the filesystem root '/'"))
+        });
+        assert_eq!(said, warned, "{root:?}: {lines:?}");
     }
 }
 

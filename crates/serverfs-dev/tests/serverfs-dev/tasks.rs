@@ -12,8 +12,8 @@ use rmcp::model::{
     DetailedTask, GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use serverfs_test_support::Client;
 
@@ -29,7 +29,7 @@ fn with_tasks() -> ClientConfig {
 async fn stdio_tasks_client_in(p: &Project, era: Option<ProtocolVersion>) -> Client {
     let mut cmd = tokio::process::Command::from(p.command());
     cmd.arg("--stdio").stderr(Stdio::null());
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     let (config, lifecycle) = match era {
         None => (
             with_tasks(),

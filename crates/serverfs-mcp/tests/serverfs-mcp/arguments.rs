@@ -6,7 +6,6 @@ use crate::common;
 
 use common::{BIN, Client, Fixture, HttpServer, call, http_client, lifecycles};
 use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 /// (tool, arguments, the argument the error must name).
@@ -136,7 +135,7 @@ async fn stdio() {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(["--stdio", "--workdir", &fx.workdir_arg()]);
     cmd.stderr(std::process::Stdio::null());
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     let client: Client = rmcp::model::ClientConfig::default().serve(transport).await.unwrap();
     assert_table(&client, "stdio").await;
     client.cancel().await.unwrap();

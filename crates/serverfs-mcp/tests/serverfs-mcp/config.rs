@@ -114,6 +114,19 @@ fn bad_settings_name_the_setting() {
         let line = run_failing(dir.path(), &env, &[]);
         assert!(line.contains(key), "{key}={value}: {line}");
     }
+    // A setting with a fixed set of values lists them.
+    for (key, value, values) in [
+        ("SERVERFS_ALLOW_HIDDEN", "maybe", "true, false"),
+        ("SERVERFS_TEXT_OUTPUT", "yaml", "compact, json"),
+    ] {
+        let mut env = base.to_vec();
+        env.push((key, value));
+        let line = run_failing(dir.path(), &env, &[]);
+        assert!(
+            line.ends_with(&format!("invalid value '{value}': expected one of {values}")),
+            "{line}"
+        );
+    }
 }
 
 #[test]
@@ -186,6 +199,67 @@ fn workdir_flag_errors() {
     assert_eq!(line, "serverfs-mcp: config error: --workdir 'f': the path is not a directory");
     std::fs::write(real.join(SENTINEL), "").unwrap();
     assert!(run_failing(dir.path(), &[], &["--workdir", &arg]).contains(SENTINEL));
+    // A '~' the shell did not expand (quoted, or from a unit file).
+    let line = run_failing(dir.path(), &[], &["--workdir", "h=~/no-such-serverfs-dir"]);
+    assert_eq!(
+        line,
+        "serverfs-mcp: config error: --workdir 'h': the directory does not exist (it starts \
+         with '~', which only a shell expands, and not inside quotes or an environment file: \
+         use $HOME or the full path)"
+    );
+}
+
+/// `--workdir x=/` serves every file the user can read: allowed, but said.
+#[test]
+fn the_filesystem_root_as_a_workdir_is_warned_about() {
+    let fx = Fixture::new();
+    let root_warning = |w: &String| w.contains("is the filesystem root '/'");
+    let (child, log) = start_logged(&["--workdir", "all=/", "--listen", "127.0.0.1:0"], &[]);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(warnings.iter().any(root_warning), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.starts_with("--workdir 'all' is")), "{warnings:?}");
+    let workdir = fx.workdir_arg();
+    let (child, log) = start_logged(&["--workdir", &workdir, "--listen", "127.0.0.1:0"], &[]);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(!warnings.iter().any(root_warning), "{warnings:?}");
+}
+
+/// A slot past the sixteenth is not served; start-up says so.
+#[test]
+fn a_seventeenth_slot_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    slots(dir.path());
+    enable(dir.path(), 1);
+    let dir_arg = dir.path().to_string_lossy().into_owned();
+    let env = [("WORKDIR_01_ALIAS", "one"), ("WORKDIR_17_ALIAS", "seventeen")];
+    let args = ["--workdirs-dir", &dir_arg, "--listen", "127.0.0.1:0"];
+    let (child, log) = start_logged(&args, &env);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    let said = "WORKDIR_17_ALIAS is set but only slots 01…16 exist: it is ignored";
+    assert!(warnings.iter().any(|w| w.starts_with(said)), "{warnings:?}");
+    let (child, log) = start_logged(&args, &env[..1]);
+    let warnings = warnings_until_listening(&log);
+    stop(child);
+    assert!(!warnings.iter().any(|w| w.contains("WORKDIR_17")), "{warnings:?}");
+}
+
+/// `selfcheck` and `healthcheck` take the options after the subcommand too.
+#[test]
+fn subcommands_take_options_after_them() {
+    let fx = Fixture::new();
+    let workdir = fx.workdir_arg();
+    for args in [["--workdir", &workdir, "selfcheck"], ["selfcheck", "--workdir", &workdir]] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(report["workdirs"][0]["alias"], "test", "{args:?}: {report}");
+    }
+    let server = HttpServer::start(&["--workdir", &workdir]);
+    let out = Command::new(BIN).args(["healthcheck", "--listen", &server.addr]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// `--listen` errors show the expected form, with what to type instead.
@@ -196,7 +270,16 @@ fn listen_errors_show_the_expected_form() {
     std::fs::create_dir(&real).unwrap();
     let workdir = format!("a={}", real.display());
     for (value, hint) in [
-        ("8000", "(a port alone is not enough: 127.0.0.1:8000)"),
+        (
+            "8000",
+            "(a port alone is not enough: 0.0.0.0:8000 for every interface, 127.0.0.1:8000 for \
+             this machine only)",
+        ),
+        (
+            ":8000",
+            "(a port alone is not enough: 0.0.0.0:8000 for every interface, 127.0.0.1:8000 for \
+             this machine only)",
+        ),
         ("localhost:18001", "(for localhost use 127.0.0.1:18001)"),
         ("example.org:80", "(a host name is not resolved; give its address)"),
         ("nonsense", "[::1]:8790"),
@@ -401,7 +484,9 @@ fn a_port_in_use_is_exit_2_naming_the_address_and_the_setting() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    // One plain line, like every other start-up error (log lines before it).
+    // One plain line, like every other start-up error, and nothing that
+    // reads like a good start before it: the address is bound first.
+    assert!(!stderr.contains(r#""event":"starting""#), "{stderr}");
     let line = stderr.lines().last().unwrap_or_default();
     assert_eq!(
         line,

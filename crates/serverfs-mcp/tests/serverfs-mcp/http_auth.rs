@@ -8,7 +8,6 @@ use crate::common;
 use common::*;
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
 const TOKEN: &str = "t0ken-for-tests_0123456789abcdef";
@@ -119,7 +118,7 @@ async fn stdio_needs_no_token() {
     let fx = Fixture::new();
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(["--stdio", "--workdir", &fx.workdir_arg()]).env("SERVERFS_TOKEN", TOKEN);
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     let client: Client = rmcp::model::ClientConfig::default().serve(transport).await.unwrap();
     let (err, v) = call(&client, "list_workdirs", json!({})).await;
     assert!(!err, "{v}");

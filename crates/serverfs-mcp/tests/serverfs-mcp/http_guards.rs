@@ -112,9 +112,26 @@ async fn host_and_origin_checks() {
         Http::start(&["--allowed-hosts", "localhost,127.0.0.1,serverfs-mcp,mcp.example.com"]);
     let port = h.server.addr.rsplit(':').next().unwrap().to_owned();
     let status = |r: reqwest::Response| r.status();
-    // foreign Host: DNS rebinding
+    // foreign Host: DNS rebinding. The answer names the setting that
+    // admits a name; the log line is one of ours, with plain values.
     let r = h.post(&initialize("2025-06-18")).header("Host", "evil.example").send().await.unwrap();
-    assert_eq!(status(r), StatusCode::FORBIDDEN);
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.starts_with(
+            "403 Forbidden: Host 'evil.example' is not allowed; add it to \
+             SERVERFS_ALLOWED_HOSTS (--allowed-hosts)"
+        ),
+        "{body}"
+    );
+    let line =
+        h.server.log.wait_for(std::time::Duration::from_secs(10), |v| v["event"] == "host_refused");
+    assert_eq!(line["host"], "evil.example", "{line}");
+    assert_eq!(line["setting"], "SERVERFS_ALLOWED_HOSTS (--allowed-hosts)", "{line}");
+    // A listed name on another port passes (an entry without a port
+    // matches any); a listed name with a port matches that port only.
+    let r = h.post(&initialize("2025-06-18")).header("Host", "LocalHost:1").send().await.unwrap();
+    assert_eq!(status(r), StatusCode::OK);
     // foreign Origin
     let r = h
         .post(&initialize("2025-06-18"))

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use common::{BIN, Client, Fixture, HttpServer, call, http_client, lifecycles};
 use rmcp::ServiceExt;
 use rmcp::model::ReadResourceRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Map, Value, json};
 
 /// JSON Schema 2020-12 keywords (core, applicator, validation, format,
@@ -360,8 +359,8 @@ async fn resource_text_without_a_known_type_is_plain_text() {
 async fn tool_definitions_stay_small_and_on_one_line() {
     let fx = Fixture::new();
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(["--stdio", "--workdir", &fx.workdir_arg()]).stderr(std::process::Stdio::null());
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    cmd.args(["--stdio", "--workdir", &fx.workdir_arg()]);
+    let transport = serverfs_test_support::stdio_transport(cmd);
     let client: Client = rmcp::model::ClientConfig::default().serve(transport).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 6);

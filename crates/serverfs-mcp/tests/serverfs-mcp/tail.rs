@@ -5,7 +5,6 @@ use crate::common;
 
 use common::*;
 use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 /// The workdir: a 1,000-line log and the edge cases of line counting.
@@ -118,7 +117,7 @@ async fn tail_reads_over_stdio() {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(["--stdio", "--workdir", &format!("t={}", dir.path().display())]);
     let client: Client = rmcp::model::ClientConfig::default()
-        .serve(TokioChildProcess::new(cmd).unwrap())
+        .serve(serverfs_test_support::stdio_transport(cmd))
         .await
         .unwrap();
     exercise(&client).await;

@@ -6,7 +6,6 @@ use crate::common;
 use common::*;
 use rmcp::ServiceExt;
 use rmcp::model::ReadResourceRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 const TOOLS: [&str; 6] =
@@ -231,7 +230,7 @@ async fn stdio_serves_and_exits_when_stdin_closes() {
         "--workdir-description",
         "test=Fixture tree",
     ]);
-    let transport = TokioChildProcess::new(cmd).unwrap();
+    let transport = serverfs_test_support::stdio_transport(cmd);
     let client: Client = rmcp::model::ClientConfig::default().serve(transport).await.unwrap();
     exercise(&client, &fx).await;
     client.cancel().await.unwrap();

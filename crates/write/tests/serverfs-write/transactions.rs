@@ -143,10 +143,13 @@ fn files_over_the_cap_are_not_replaced_or_deleted() {
         replace("big.txt", b"0123456789", b"x"),
         Change::Delete { path: "big.txt".into(), expected: None },
     ] {
-        assert_eq!(f.writer.commit(vec![change]).unwrap_err().code(), ErrorCode::ReadLimitExceeded);
+        assert_eq!(
+            f.writer.commit(vec![change]).unwrap_err().code(),
+            ErrorCode::WriteLimitExceeded
+        );
     }
     let err = f.writer.write_file("big.txt", b"x".to_vec(), true).unwrap_err();
-    assert_eq!(err.code(), ErrorCode::ReadLimitExceeded);
+    assert_eq!(err.code(), ErrorCode::WriteLimitExceeded);
     assert_eq!(f.snapshot(), before);
     f.writer.commit(vec![replace("small.txt", b"01234567", b"ok")]).unwrap();
 }

@@ -44,16 +44,24 @@ async fn bearer_only() {
 
 #[tokio::test]
 async fn named_tokens_each_admit_their_holder() {
-    let tokens = BearerAuth::named([(1, "alice", "tok-alice-0123456789"), (2, "bob", "tok-bob-0123456789ab")]);
+    let tokens = BearerAuth::named([
+        (1, "alice", "tok-alice-0123456789"),
+        (2, "bob", "tok-bob-0123456789ab"),
+    ]);
     let auth = combined(Some(tokens.unwrap()), None).unwrap();
     let app = app(auth);
-    for (token, who) in [("tok-alice-0123456789", "token:alice"), ("tok-bob-0123456789ab", "token:bob")] {
+    for (token, who) in
+        [("tok-alice-0123456789", "token:alice"), ("tok-bob-0123456789ab", "token:bob")]
+    {
         let value = format!("Bearer {token}");
         let (status, body, _) = call(&app, &[("authorization", &value)]).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, who));
     }
     assert_refused(call(&app, &[("authorization", "Bearer alice")]).await, "a name");
-    assert_refused(call(&app, &[("authorization", "Bearer tok-carol-0123456789")]).await, "unknown");
+    assert_refused(
+        call(&app, &[("authorization", "Bearer tok-carol-0123456789")]).await,
+        "unknown",
+    );
 }
 
 #[tokio::test]

@@ -186,14 +186,19 @@ async fn a_command_cannot_undo_the_read_only_view() {
     let control = String::from_utf8_lossy(&control.stdout);
     assert_eq!(control, "unshare ok\nremount ok\nmount_setattr ok\n", "control");
 
-    let sandbox = Some(SandboxConfig::new(root.path()));
+    // With namespaces allowed (--command-namespaces on) it gets its own;
+    // nothing it does there reaches the view it came from, and the mount
+    // calls are refused anyway. By default it gets no namespace at all.
     let then_write = format!("{attack}; echo x > {}", victim.display());
-    let out = go(&then_write, root.path(), sandbox).await;
-    // Its own namespaces it may make; nothing it does there reaches the
-    // view it came from, and the mount calls are refused anyway.
-    assert_eq!(out.stdout, "unshare ok\nremount EPERM\nmount_setattr EPERM\n", "{out:?}");
-    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
-    assert!(!victim.exists(), "the write landed");
+    let mut allowed = SandboxConfig::new(root.path());
+    allowed.namespaces = true;
+    for (sandbox, unshare) in [(allowed, "ok"), (SandboxConfig::new(root.path()), "EPERM")] {
+        let out = go(&then_write, root.path(), Some(sandbox)).await;
+        let expected = format!("unshare {unshare}\nremount EPERM\nmount_setattr EPERM\n");
+        assert_eq!(out.stdout, expected, "{out:?}");
+        assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+        assert!(!victim.exists(), "the write landed");
+    }
 }
 
 /// A root below `/dev/shm` (a RAM-backed project): the view binds the

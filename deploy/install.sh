@@ -258,9 +258,13 @@ esac
 # The unit has PrivateTmp=yes: the service sees a /tmp of its own, empty,
 # so a root under /tmp or /var/tmp would be a different, empty directory.
 case $root in
-  /tmp|/tmp/*|/var/tmp|/var/tmp/*)
-    note "WARNING: --root $root is under ${root#/}; the unit has PrivateTmp=yes, so the service would see an empty private directory there, not this one; use a directory outside /tmp and /var/tmp" ;;
+  /tmp|/tmp/*) private_tmp=/tmp ;;
+  /var/tmp|/var/tmp/*) private_tmp=/var/tmp ;;
+  *) private_tmp= ;;
 esac
+if [ -n "$private_tmp" ]; then
+  note "WARNING: --root $root is under $private_tmp; the unit has PrivateTmp=yes, so the service would see an empty private directory there, not this one; use a directory outside /tmp and /var/tmp"
+fi
 case $root in
   ''|/|/etc|/etc/*|/usr|/usr/*|/bin|/sbin|/lib|/lib64|/boot|/boot/*|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/run|/var/lib/serverfs-dev|/var/lib/serverfs-dev/*)
     die "--root $root is a system directory; use a project directory" ;;

@@ -154,7 +154,7 @@ ok "--dry-run changes nothing and says so last"
 # The unit has PrivateTmp=yes: a root under /tmp would be an empty private one.
 for tmp_root in /tmp/p /var/tmp/p; do
   DESTDIR=$dest3 "$installer" --dry-run --binary "$dummy" --root "$tmp_root" > "$work/log5t"
-  grep -q "WARNING: --root $tmp_root is under .*PrivateTmp=yes" "$work/log5t" || fail "no PrivateTmp warning for --root $tmp_root"
+  grep -q "WARNING: --root $tmp_root is under /\(var/\)\{0,1\}tmp; the unit has PrivateTmp=yes" "$work/log5t" || fail "no PrivateTmp warning for --root $tmp_root"
 done
 [ "$(snapshot "$dest3")" = "$before3" ] || fail "--dry-run changed the tree"
 ok "a root under /tmp or /var/tmp is warned about (PrivateTmp=yes)"

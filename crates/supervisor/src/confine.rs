@@ -71,7 +71,7 @@ use crate::Error;
 use crate::sandbox::SandboxConfig;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    SeccompRule, TargetArch, sock_filter,
 };
 
 /// The capabilities a root server's commands keep
@@ -133,9 +133,9 @@ impl Keep {
     }
 }
 
-/// The compiled seccomp filters of a command: the one of the module docs,
-/// and (namespaces refused) the one that makes `clone3` unknown.
-pub(crate) struct Filter(Vec<BpfProgram>);
+/// The compiled seccomp filter of a command (one program: the kernel runs
+/// every installed filter on every system call).
+pub(crate) struct Filter(BpfProgram);
 
 /// The `CLONE_NEW*` flags: each makes a namespace.
 const NAMESPACE_FLAGS: [i32; 8] = [
@@ -252,24 +252,30 @@ impl Filter {
             rules.push((libc::SYS_clone, any_namespace));
         }
         let arch = TargetArch::try_from(std::env::consts::ARCH)?;
-        let errno = |e: i32| SeccompAction::Errno(e as u32);
-        let compile = |rules: Vec<(i64, Vec<SeccompRule>)>, action| -> Result<BpfProgram, Error> {
-            let filter = SeccompFilter::new(
-                rules.into_iter().collect(),
-                SeccompAction::Allow,
-                action,
-                arch,
-            )?;
-            Ok(BpfProgram::try_from(filter)?)
-        };
-        let mut programs = vec![compile(rules, errno(libc::EPERM))?];
+        let filter = SeccompFilter::new(
+            rules.into_iter().collect(),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch,
+        )?;
+        let mut program = BpfProgram::try_from(filter)?;
         if !namespaces {
             // clone3 passes its flags in memory, out of a filter's sight:
             // refused as unknown (ENOSYS), so that libc falls back to clone,
             // whose flags the rule above sees (what Docker's profile does).
-            programs.push(compile(vec![(libc::SYS_clone3, Vec::new())], errno(libc::ENOSYS))?);
+            // seccompiler gives a filter one action, so these three
+            // instructions go first, by hand: load the call's number, and
+            // if it is clone3 (the same number on every architecture the
+            // filter can meet) return ENOSYS; else go on to the filter.
+            const RET_ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
+            let first = [
+                sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 }, // ld [nr]
+                sock_filter { code: 0x15, jt: 0, jf: 1, k: libc::SYS_clone3 as u32 }, // jeq
+                sock_filter { code: 0x06, jt: 0, jf: 0, k: RET_ERRNO | libc::ENOSYS as u32 }, // ret
+            ];
+            program.splice(0..0, first);
         }
-        Ok(Self(programs))
+        Ok(Self(program))
     }
 
     /// Confines the calling thread (and so what it starts): no
@@ -279,10 +285,7 @@ impl Filter {
         own_ipc().map_err(|e| Error::os("IPC namespace", e))?;
         drop_capabilities(keep.0).map_err(|e| Error::os("capabilities", e))?;
         // Also sets no_new_privs.
-        for program in &self.0 {
-            seccompiler::apply_filter(program)?;
-        }
-        Ok(())
+        Ok(seccompiler::apply_filter(&self.0)?)
     }
 }
 
@@ -296,7 +299,7 @@ impl Filter {
 /// Why the filter cannot be compiled or installed.
 pub fn probe(sandbox: Option<&SandboxConfig>) -> Result<(), Error> {
     let filter = Filter::new(sandbox)?;
-    std::thread::spawn(move || filter.0.iter().try_for_each(|p| seccompiler::apply_filter(p)))
+    std::thread::spawn(move || seccompiler::apply_filter(&filter.0))
         .join()
         .map_err(|_| Error::ProbePanicked)?
         .map_err(Error::from)

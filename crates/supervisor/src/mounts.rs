@@ -232,10 +232,14 @@ impl View {
             if let Err(e) = std::fs::OpenOptions::new().append(true).create(true).open(&config) {
                 return Err(Error::Io { step: "git config create", error: e });
             }
-            for path in [hooks, config, git_dir.join("config.worktree")] {
+            // `hooks` and `config` were just made sure of: gone now (raced
+            // away) fails the view; only `config.worktree` may be absent.
+            for (path, optional) in
+                [(hooks, false), (config, false), (git_dir.join("config.worktree"), true)]
+            {
                 match rustix::mount::mount_bind(&path, &path) {
                     Ok(()) => {}
-                    Err(Errno::NOENT) => continue,
+                    Err(Errno::NOENT) if optional => continue,
                     Err(e) => return Err(fail("git bind", &path, e)),
                 }
                 remount(&path, true).map_err(|e| fail("git read-only", &path, e))?;

@@ -60,8 +60,15 @@ impl Commands {
     /// sandbox, audit text). Must be called inside the runtime (the
     /// session reaper starts here).
     pub fn new(supervisor: Supervisor, config: CommandConfig) -> Self {
-        let CommandConfig { policy, fair_share, max_concurrent, sandbox, audit_text, capabilities } =
-            config;
+        let CommandConfig {
+            policy,
+            fair_share,
+            max_concurrent,
+            sandbox,
+            audit_text,
+            capabilities,
+            egress,
+        } = config;
         if !capabilities.is_empty() {
             if rustix::process::geteuid().is_root() {
                 tracing::info!(event = "command_capabilities", kept = ?capabilities.names());
@@ -72,7 +79,10 @@ impl Commands {
                 );
             }
         }
-        let supervisor = supervisor.keeping(capabilities);
+        let mut supervisor = supervisor.keeping(capabilities);
+        if let Some(egress) = egress {
+            supervisor = supervisor.with_egress(std::sync::Arc::new(egress));
+        }
         let mut limiter = Limiter::new(max_concurrent, max_concurrent * 4, DEFAULT_MAX_WAIT);
         if fair_share {
             limiter = limiter.fair_share();
@@ -105,12 +115,22 @@ impl Commands {
             Ok(done) => done.status(),
             Err(e) => e.code().as_str().to_owned(),
         };
+        let command_id = outcome.as_ref().ok().and_then(Audited::command_id);
         let command = command
             .filter(|_| self.audit_text)
             .map(|command| command.chars().take(4096).collect::<String>());
         let session = session.map(short_id);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        tracing::info!(event = "command", principal, tool, command, session, status, duration_ms);
+        tracing::info!(
+            event = "command",
+            principal,
+            tool,
+            command,
+            command_id,
+            session,
+            status,
+            duration_ms
+        );
     }
 
     /// Runs `args.command` in its workdir (located in `root`); one still
@@ -137,6 +157,7 @@ impl Commands {
         spec.env = self.env.clone();
         spec.timeout_seconds = timeout_seconds;
         spec.sandbox = self.sandbox.clone();
+        spec.principal = owner.name().to_owned();
         let outcome = self.sessions.run(owner, spec, yield_after, cancel, progress).await?;
         drop(workdir);
         Ok(outcome)
@@ -199,6 +220,12 @@ impl Commands {
 pub trait Audited {
     /// `exit 0`, `SIGKILL`, `timed out`, `written`.
     fn status(&self) -> String;
+
+    /// The command's id, which the audit lines of its network connections
+    /// name too.
+    fn command_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl Audited for Outcome {
@@ -210,6 +237,10 @@ impl Audited for Outcome {
             (None, Some(signal), _) => signal.clone(),
             (None, None, _) => "ended".to_owned(),
         }
+    }
+
+    fn command_id(&self) -> Option<&str> {
+        self.command_id.as_deref()
     }
 }
 

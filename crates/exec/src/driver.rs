@@ -53,6 +53,9 @@ pub(crate) struct Ending {
     /// The output drained to its end (no pipe was held open past the
     /// grace).
     pub(crate) drained: bool,
+    /// What the proxy refused the command (on the network by allowlist),
+    /// one line each.
+    pub(crate) network: Vec<String>,
 }
 
 /// Drives `spawned` to its end while `output` (reading the command's
@@ -62,7 +65,7 @@ pub(crate) async fn drive(
     stop: CancellationToken,
     output: impl Future<Output = ()>,
 ) -> Ending {
-    let Spawned { mut child, control, tmp } = spawned;
+    let Spawned { mut child, control, tmp, id: _, net } = spawned;
     let supervisor_pid = child.id();
     tokio::pin!(output);
     let mut output_done = false;
@@ -109,7 +112,10 @@ pub(crate) async fn drive(
     // outside the tree holds them (fd passing); then stop collecting.
     let drained = output_done || tokio::time::timeout(DRAIN_GRACE, output).await.is_ok();
     tmp.remove().await;
-    Ending { ended, not_started, drained }
+    // The tree is gone: the proxy stops serving it (and says what it
+    // refused).
+    let network = net.map(|net| net.refusals()).unwrap_or_default();
+    Ending { ended, not_started, drained, network }
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its

@@ -19,8 +19,9 @@ use rustix::process::{
 use serverfs_core::error::{ErrorCode, FsError};
 use tokio::process::Child;
 
+use serverfs_egress::{CommandNet, Egress, Who};
 use serverfs_supervisor::protocol::{Mode, Order, PROTOCOL, TMPDIR_PARENT_PREFIX, ViewProbe};
-use serverfs_supervisor::{Keep, SandboxConfig, children};
+use serverfs_supervisor::{Keep, Network, SandboxConfig, children};
 
 use crate::startup::StartupError;
 
@@ -48,6 +49,8 @@ pub struct Supervisor {
     image: Option<Arc<OwnedFd>>,
     /// The capabilities commands keep (a root server's; none by default).
     keep: Keep,
+    /// The proxy of commands on the network by allowlist.
+    egress: Option<Arc<Egress>>,
 }
 
 impl Supervisor {
@@ -64,6 +67,7 @@ impl Supervisor {
             ready: Arc::default(),
             image: None,
             keep: Keep::default(),
+            egress: None,
         }
     }
 
@@ -72,6 +76,14 @@ impl Supervisor {
     #[must_use]
     pub fn keeping(mut self, keep: Keep) -> Self {
         self.keep = keep;
+        self
+    }
+
+    /// Commands whose sandbox puts them on the network by allowlist reach
+    /// it through `egress`.
+    #[must_use]
+    pub fn with_egress(mut self, egress: Arc<Egress>) -> Self {
+        self.egress = Some(egress);
         self
     }
 
@@ -310,6 +322,11 @@ pub(crate) struct Spawned {
     /// the supervisor has exited (a session makes it asynchronous).
     pub(crate) control: UnixStream,
     pub(crate) tmp: PrivateTmp,
+    /// The command's id, as its audit lines name it.
+    pub(crate) id: String,
+    /// The proxy serving the command (on the network by allowlist), for as
+    /// long as it lives.
+    pub(crate) net: Option<CommandNet>,
 }
 
 /// A command's own `TMPDIR` (mode 0700, named at random in the server's
@@ -460,23 +477,24 @@ pub(crate) fn internal(what: &str, e: impl std::fmt::Display) -> FsError {
     FsError::new(ErrorCode::InternalError, format!("{what}.")).with_detail(e.to_string())
 }
 
-/// Starts the supervisor in `mode` with `cwd` (resolved in the child before
-/// exec, so `/proc/self/fd/N` names the server's open directory N), a
-/// private `TMPDIR`, the sandbox if any, and the given output pipes.
+/// Starts a supervisor and hands it `command` (`None`: a shell session)
+/// at once, with `cwd`, a private `TMPDIR`, the sandbox if any, and the
+/// given output pipes; `principal` is whom its audit lines name.
 pub(crate) fn spawn(
     supervisor: &Supervisor,
-    mode: &Mode,
+    command: Option<&str>,
     cwd: &Path,
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
-    stdout: Stdio,
-    stderr: Stdio,
+    output: (Stdio, Stdio),
+    principal: &str,
 ) -> Result<Spawned, FsError> {
-    let tmp = PrivateTmp::create()?;
-    let sandbox_args = sandbox.map(|s| s.to_args(Some(&tmp.0))).unwrap_or_default();
-    let (child, ours) =
-        start(supervisor, &sandbox_args, mode, cwd, env, Some(&tmp.0), stdout, stderr)?;
-    Ok(Spawned { child, control: ours, tmp })
+    let ready = Ready::start(supervisor, env, sandbox, output)?;
+    match ready.hand_over(command, cwd, principal) {
+        HandOver::Done(spawned) => Ok(*spawned),
+        HandOver::Failed(e) => Err(e),
+        HandOver::NotSent => Err(internal("Could not start the command", "its supervisor ended")),
+    }
 }
 
 /// Starts `bash -c command` under a supervisor with piped output: the one
@@ -488,21 +506,22 @@ pub(crate) async fn spawn_run(
     cwd: &Path,
     env: &ChildEnv,
     sandbox: Option<&SandboxConfig>,
+    principal: &str,
 ) -> Result<Spawned, FsError> {
     let ready =
         supervisor.take_ready().await.filter(|r| r.env == *env && r.sandbox.as_ref() == sandbox);
-    let spawned = match ready.map(|r| r.hand_over(command, cwd)) {
-        Some(HandOver::Done(spawned)) => spawned,
+    let spawned = match ready.map(|r| r.hand_over(Some(command), cwd, principal)) {
+        Some(HandOver::Done(spawned)) => *spawned,
         Some(HandOver::Failed(e)) => return Err(e),
         // None ready, or it died while waiting: nothing was handed over.
         Some(HandOver::NotSent) | None => spawn(
             supervisor,
-            &Mode::Run(command.into()),
+            Some(command),
             cwd,
             env,
             sandbox,
-            Stdio::piped(),
-            Stdio::piped(),
+            (Stdio::piped(), Stdio::piped()),
+            principal,
         )?,
     };
     Ok(spawned)
@@ -531,7 +550,8 @@ pub(crate) fn prepare_next(
     tokio::task::spawn_blocking(move || {
         // Started without the slot's lock: a command that comes meanwhile
         // awaits it (see `take_ready`).
-        if let Ok(ready) = Ready::start(&starting.0, &env, sandbox.as_ref()) {
+        let output = (Stdio::piped(), Stdio::piped());
+        if let Ok(ready) = Ready::start(&starting.0, &env, sandbox.as_ref(), output) {
             *starting.0.slot() = Slot::Waiting(Box::new(ready));
         }
     });
@@ -624,6 +644,8 @@ pub(crate) struct Ready {
     started: Option<(Child, UnixStream, PrivateTmp)>,
     env: ChildEnv,
     sandbox: Option<SandboxConfig>,
+    /// The proxy its command reaches the network through, if by allowlist.
+    egress: Option<Arc<Egress>>,
 }
 
 impl std::fmt::Debug for Ready {
@@ -636,7 +658,7 @@ impl std::fmt::Debug for Ready {
 /// How handing a command to a [`Ready`] supervisor went.
 enum HandOver {
     /// It runs the command.
-    Done(Spawned),
+    Done(Box<Spawned>),
     /// It did not get the command (it is gone): start another.
     NotSent,
     /// An error to report: the directory could not be opened, or the
@@ -650,7 +672,14 @@ impl Ready {
         supervisor: &Supervisor,
         env: &ChildEnv,
         sandbox: Option<&SandboxConfig>,
+        (stdout, stderr): (Stdio, Stdio),
     ) -> Result<Self, FsError> {
+        let egress = match sandbox.map(|s| s.network) {
+            Some(Network::Proxy) => Some(supervisor.egress.clone().ok_or_else(|| {
+                internal("Could not start the command", "no proxy for the network allowlist")
+            })?),
+            _ => None,
+        };
         let tmp = PrivateTmp::create()?;
         let sandbox_args = sandbox.map(|s| s.to_args(None)).unwrap_or_default();
         let (child, control) = start(
@@ -661,19 +690,22 @@ impl Ready {
             env,
             // Known now, so the supervisor hides the others ahead too.
             Some(&tmp.0),
-            Stdio::piped(),
-            Stdio::piped(),
+            stdout,
+            stderr,
         )?;
         Ok(Self {
             started: Some((child, control, tmp)),
             env: env.clone(),
             sandbox: sandbox.cloned(),
+            egress,
         })
     }
 
-    /// Sends the order: the command, its private `TMPDIR`, and `cwd`
-    /// opened here and passed as a file descriptor.
-    fn hand_over(mut self, command: &str, cwd: &Path) -> HandOver {
+    /// Sends the order: the command (`None`: a session), its private
+    /// `TMPDIR`, `cwd` opened here and passed as a file descriptor, and on
+    /// the network by allowlist the channel its proxy socket comes back
+    /// on (served from now on for `principal`).
+    fn hand_over(mut self, command: Option<&str>, cwd: &Path, principal: &str) -> HandOver {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
         use std::io::IoSlice;
         use std::mem::MaybeUninit;
@@ -693,8 +725,14 @@ impl Ready {
             return HandOver::NotSent;
         };
         let order = Order::encode(&tmp.0, command);
-        let fds = [dir.as_fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let proxy = match self.egress.is_some().then(UnixStream::pair).transpose() {
+            Ok(proxy) => proxy,
+            Err(e) => return failed("Could not create the proxy's channel", &e),
+        };
+        let fds: Vec<_> = std::iter::once(dir.as_fd())
+            .chain(proxy.as_ref().map(|(_, theirs)| theirs.as_fd()))
+            .collect();
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
         ancillary.push(SendAncillaryMessage::ScmRights(&fds));
         // One non-blocking send: the whole order fits in a new channel's
@@ -714,7 +752,11 @@ impl Ready {
         let Some((child, control, tmp)) = self.started.take() else {
             return HandOver::NotSent;
         };
-        HandOver::Done(Spawned { child, control, tmp })
+        let id = command_id();
+        let net = self.egress.as_ref().zip(proxy).map(|(egress, (ours, _))| {
+            egress.serve(ours, Who { principal: principal.to_owned(), command: id.clone() })
+        });
+        HandOver::Done(Box::new(Spawned { child, control, tmp, id, net }))
     }
 }
 
@@ -729,6 +771,15 @@ impl Drop for Ready {
             let _ = child.start_kill();
         }
     }
+}
+
+/// A new command's id: 8 hex digits, random (what its audit lines and its
+/// network's share).
+fn command_id() -> String {
+    let mut bytes = [0u8; 4];
+    // Only a name for log lines: a failure leaves it zero.
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Starts `supervisor` with its protocol, `sandbox_args`, `mode` and the

@@ -139,7 +139,8 @@ pub use run::{
 };
 pub use serverfs_supervisor::protocol::{MAX_COMMAND_BYTES, ViewProbe, signal_name};
 pub use serverfs_supervisor::{
-    Active as SandboxActive, Keep as KeptCapabilities, SandboxConfig, probe_confine, probe_sandbox,
+    Active as SandboxActive, Keep as KeptCapabilities, Network, SandboxConfig, probe_confine,
+    probe_sandbox,
 };
 pub use session::{MAX_WAIT_MS, Owner, SessionConfig, SessionInfo, Sessions};
 pub use settings::{CommandConfig, CommandSettings};

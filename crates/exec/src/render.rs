@@ -20,6 +20,10 @@ impl ToText for Outcome {
             out.push_str("[stderr]\n");
             out.push_str(&self.stderr);
         }
+        for line in &self.network {
+            end_line(out);
+            out.push_str(line);
+        }
         let mut status = vec![match (&self.session_id, self.next_offset) {
             (Some(id), Some(offset)) if self.running => format!(
                 "still running as session {id}; read more with shell_read(session_id={id}, offset={offset})"

@@ -57,6 +57,9 @@ pub struct CommandSpec {
     pub progress_interval: Duration,
     /// The Landlock sandbox; `None`: none (`--sandbox off`).
     pub sandbox: Option<SandboxConfig>,
+    /// Whom the command runs for, as the audit lines of its network
+    /// connections name them.
+    pub principal: String,
 }
 
 impl CommandSpec {
@@ -76,6 +79,7 @@ impl CommandSpec {
             output_cap: DEFAULT_OUTPUT_CAP,
             progress_interval: Duration::from_secs(5),
             sandbox: None,
+            principal: String::new(),
         }
     }
 }
@@ -147,6 +151,16 @@ pub struct Outcome {
         description = "When running: the shell session the command goes on as; poll it with shell_read, stop it with shell_close."
     )]
     pub session_id: Option<String>,
+    /// Connections the proxy refused (on the network by allowlist), one
+    /// line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        description = "Present when the proxy refused connections (network by allowlist): one line each, naming the host and why."
+    )]
+    pub network: Vec<String>,
+    /// The command's id, as its audit lines name it. Not sent.
+    #[serde(skip)]
+    pub command_id: Option<String>,
     /// When running: the session offset where the output returned so far
     /// ends.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,9 +249,16 @@ async fn run_inner(
             "The command is longer than {MAX_COMMAND_BYTES} bytes; write a script file and run it."
         )));
     }
-    let mut spawned =
-        spawn_run(&spec.supervisor, &spec.command, &spec.cwd, &spec.env, spec.sandbox.as_ref())
-            .await?;
+    let mut spawned = spawn_run(
+        &spec.supervisor,
+        &spec.command,
+        &spec.cwd,
+        &spec.env,
+        spec.sandbox.as_ref(),
+        &spec.principal,
+    )
+    .await?;
+    let command_id = spawned.id.clone();
     let (Some(stdout), Some(stderr)) = (spawned.child.stdout.take(), spawned.child.stderr.take())
     else {
         return Err(FsError::new(ErrorCode::InternalError, "Could not start the command."));
@@ -277,7 +298,7 @@ async fn run_inner(
     };
     drop(guard.disarm());
     prepare_next(&spec.supervisor, &spec.env, spec.sandbox.as_ref());
-    result
+    result.map(|outcome| Outcome { command_id: Some(command_id), ..outcome })
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -432,6 +453,7 @@ impl Drive {
             return Err(FsError::new(ErrorCode::InternalError, why));
         };
         Ok(Outcome {
+            network: ending.network,
             exit_code: ended.exit_code(),
             signal: ended.signal_name(),
             stdout,

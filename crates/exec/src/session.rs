@@ -26,7 +26,6 @@ use crate::driver::{STOP_GRACE, drive};
 use crate::launch::{ChildEnv, Supervisor, internal, spawn};
 use crate::output::{ReadOutput, SessionAudit, Shared, drain};
 use serverfs_supervisor::SandboxConfig;
-use serverfs_supervisor::protocol::Mode;
 
 /// Who opened a session: `Owner::new("stdio")` for the stdio transport,
 /// the request's authenticated principal over HTTP (`anonymous` without
@@ -367,12 +366,12 @@ impl Sessions {
             writer.try_clone().map_err(|e| internal("Could not create the output pipe", e))?;
         let spawned = spawn(
             &cfg.supervisor,
-            &Mode::Session,
+            None,
             cwd,
             env.unwrap_or(&cfg.env),
             cfg.sandbox.as_ref(),
-            Stdio::from(writer),
-            Stdio::from(writer2),
+            (Stdio::from(writer), Stdio::from(writer2)),
+            owner.name(),
         )?;
         let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(|e| internal("Could not read the shell's output", e))?;
@@ -546,8 +545,10 @@ mod tests {
     /// would wait forever), and the place counts against the caps.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_session_being_opened_holds_a_place_not_the_registry() {
-        // `true` stands in for the supervisor: it starts and exits at once.
-        let mut cfg = SessionConfig::new(Supervisor::new("true", [""; 0]));
+        // `cat` stands in for the supervisor: it takes its order and waits
+        // for its channel's end.
+        let stand_in = Supervisor::new("sh", ["-c", "exec cat >/dev/null", "sh"]);
+        let mut cfg = SessionConfig::new(stand_in);
         cfg.max_per_owner = 2;
         let sessions = Sessions::new(cfg);
         let (alice, bob) = (Owner::new("alice"), Owner::new("bob"));

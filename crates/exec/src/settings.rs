@@ -8,8 +8,8 @@ use serverfs_core::ConfigError;
 
 use crate::limit::DEFAULT_RUNNING;
 use crate::policy::Policy;
-use serverfs_supervisor::Keep;
-use serverfs_supervisor::SandboxConfig;
+use serverfs_egress::{Allowlist, Egress};
+use serverfs_supervisor::{Keep, Network, SandboxConfig};
 
 /// The command flags (flattened into serverfs-dev's command line).
 #[derive(Debug, clap::Args)]
@@ -65,10 +65,27 @@ pub struct CommandSettings {
     )]
     command_readable: Option<Vec<PathBuf>>,
 
-    /// `off`: commands may not open TCP connections nor listen (Landlock
-    /// ABI 4+), nor make any socket but a Unix one (the seccomp filter).
-    #[arg(long, env = "SERVERFS_COMMAND_NETWORK", default_value = "on", value_parser = ["on", "off"])]
-    command_network: String,
+    /// `on` (the default, unless --command-network-allow is given): the
+    /// host's network. `off`: commands may not open TCP connections nor
+    /// listen (Landlock ABI 4+), nor make any socket but a Unix one (the
+    /// seccomp filter), in a network namespace of their own where the
+    /// kernel allows one.
+    #[arg(long, env = "SERVERFS_COMMAND_NETWORK", value_parser = ["on", "off"])]
+    command_network: Option<String>,
+
+    /// Commands reach the network only through the server's proxy, and
+    /// only these hosts (comma-separated): `example.org`, `*.example.org`,
+    /// a literal address (`192.0.2.7`, `[2001:db8::7]`), each optionally
+    /// `:PORT` (default 443 and 80). A name must resolve to public
+    /// addresses. Each command runs in a network namespace of its own with
+    /// loopback only; its proxy variables (HTTPS_PROXY, …) name the proxy.
+    #[arg(
+        long = "command-network-allow",
+        env = "SERVERFS_COMMAND_NETWORK_ALLOW",
+        value_delimiter = ',',
+        value_name = "HOSTS"
+    )]
+    command_network_allow: Option<Vec<String>>,
 
     /// `on`: commands may make namespaces (user, mount, network, …: what
     /// bubblewrap, rootless podman and Chromium's sandbox build on). `off`,
@@ -113,6 +130,9 @@ pub struct CommandConfig {
     pub audit_text: bool,
     /// The capabilities commands of a root server keep.
     pub capabilities: Keep,
+    /// The proxy of commands on the network by allowlist
+    /// (`--command-network-allow`); `None` otherwise.
+    pub egress: Option<Egress>,
 }
 
 impl CommandSettings {
@@ -135,6 +155,13 @@ impl CommandSettings {
             allow: self.allow_commands.as_deref().map(names),
             deny: names(&self.deny_commands),
         };
+        let egress = self.egress()?;
+        if egress.is_some() && self.sandbox != "on" {
+            return Err(ConfigError::new(
+                "SERVERFS_COMMAND_NETWORK_ALLOW",
+                "needs the sandbox (SERVERFS_SANDBOX=on): its network namespace is the only way commands are kept off the host's network",
+            ));
+        }
         let sandbox = (self.sandbox == "on").then(|| self.sandbox_config(root)).transpose()?;
         Ok(CommandConfig {
             policy,
@@ -144,7 +171,31 @@ impl CommandSettings {
             audit_text: self.audit_command_text,
             capabilities: Keep::parse(&self.command_capabilities)
                 .map_err(|e| ConfigError::new("SERVERFS_COMMAND_CAPABILITIES", e.to_string()))?,
+            egress,
         })
+    }
+
+    /// The proxy for `--command-network-allow`, if given (and not empty);
+    /// with `--command-network` also given, that is a contradiction.
+    fn egress(&self) -> Result<Option<Egress>, ConfigError> {
+        const ALLOW: &str = "SERVERFS_COMMAND_NETWORK_ALLOW";
+        let Some(entries) = &self.command_network_allow else { return Ok(None) };
+        let allow = Allowlist::parse(entries).map_err(|why| ConfigError::new(ALLOW, why))?;
+        if allow.is_empty() {
+            return Err(ConfigError::new(
+                ALLOW,
+                "is empty; for no network at all use SERVERFS_COMMAND_NETWORK=off",
+            ));
+        }
+        if let Some(network) = &self.command_network {
+            return Err(ConfigError::new(
+                ALLOW,
+                format!(
+                    "cannot be combined with SERVERFS_COMMAND_NETWORK={network} (the allowlist is a third way: give one of the two)"
+                ),
+            ));
+        }
+        Ok(Some(Egress::new(allow)))
     }
 
     fn sandbox_config(&self, root: &Path) -> Result<SandboxConfig, ConfigError> {
@@ -153,7 +204,11 @@ impl CommandSettings {
         if let Some(list) = &self.command_readable {
             cfg.readable = Some(existing("SERVERFS_COMMAND_READABLE", list)?);
         }
-        cfg.network = self.command_network == "on";
+        cfg.network = match (self.command_network.as_deref(), &self.command_network_allow) {
+            (Some("off"), _) => Network::Off,
+            (None, Some(_)) => Network::Proxy,
+            _ => Network::On,
+        };
         cfg.namespaces = self.command_namespaces == "on";
         cfg.max_abi = self.sandbox_max_abi;
         Ok(cfg)

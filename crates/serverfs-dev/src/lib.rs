@@ -90,6 +90,10 @@ pub fn run() -> ExitCode {
     {
         return serverfs_transport::config_error("serverfs-dev", &e.to_string());
     }
+    if let (false, Some(egress)) = (cli.stdio, config.commands.egress.as_mut()) {
+        // A command's proxy never leads back to this server's /mcp.
+        egress.refuse_own(config.http.listen);
+    }
     let supervisor = match std::env::current_exe().and_then(supervisor_beside) {
         Ok(supervisor) => supervisor,
         Err(e) => {

@@ -68,6 +68,7 @@
 use rustix::thread::CapabilitySet;
 
 use crate::Error;
+use crate::network::Network;
 use crate::sandbox::SandboxConfig;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -163,7 +164,7 @@ impl Filter {
     /// The filter of the module docs for commands under `sandbox` (its
     /// `--command-network`; with the sandbox off the network is on).
     pub(crate) fn new(sandbox: Option<&SandboxConfig>) -> Result<Self, Error> {
-        let network = sandbox.is_none_or(|s| s.network);
+        let network = sandbox.is_none_or(|s| s.network != Network::Off);
         use SeccompCmpOp::{Eq, MaskedEq, Ne};
         let always = [
             libc::SYS_mount,

@@ -37,6 +37,10 @@ pub enum Error {
     UnknownCapability(String),
     /// A start-up probe's thread panicked.
     ProbePanicked,
+    /// Commands on the network by allowlist need a network namespace of
+    /// their own, which needs the view's namespaces, which the kernel
+    /// refused.
+    ProxyWithoutNamespaces,
     /// The root or a writable or readable path leads elsewhere (or
     /// nowhere) than at the server's start: moved, or replaced.
     Moved(PathBuf),
@@ -69,6 +73,9 @@ impl std::fmt::Display for Error {
                 write!(f, "'{name}' is not a capability (e.g. CAP_NET_BIND_SERVICE)")
             }
             Self::ProbePanicked => f.write_str("the probe thread panicked"),
+            Self::ProxyWithoutNamespaces => f.write_str(
+                "the kernel refuses the namespaces commands on the network by allowlist need (a network namespace of their own; without it they would have the host's network)",
+            ),
             Self::Moved(path) => write!(
                 f,
                 "{} is not the directory it was at the server's start (moved or replaced)",
@@ -88,6 +95,7 @@ impl std::error::Error for Error {
             Self::LandlockUnavailable(_)
             | Self::UnknownCapability(_)
             | Self::ProbePanicked
+            | Self::ProxyWithoutNamespaces
             | Self::Moved(_) => None,
         }
     }

@@ -19,7 +19,10 @@ confines it, layer by layer (each stands alone):
   scoped to the command);
 - `mounts`: a view of the file system of its own (read-only but the
   writable paths, other commands' `TMPDIR`s hidden, its own `/dev/shm` and,
-  as root, its own `/proc`).
+  as root, its own `/proc`);
+- [`network`]: with the network off or by allowlist, a network namespace
+  of its own (by allowlist: loopback only, where the server's proxy listens
+  on a socket the supervisor made there).
 
 [`protocol`] is the wire both sides speak (the command line, the order a
 supervisor started ahead receives, the status line it answers with, the
@@ -36,6 +39,7 @@ pub mod children;
 mod confine;
 mod error;
 mod mounts;
+pub mod network;
 pub mod protocol;
 mod repos;
 mod sandbox;
@@ -54,5 +58,6 @@ pub fn inherit_nothing() {
     close_fds::set_fds_cloexec(3, &[]);
 }
 pub use error::Error;
-pub use sandbox::{Active, FileId, SandboxConfig, probe as probe_sandbox};
+pub use network::Network;
+pub use sandbox::{Active, FileId, SandboxConfig, TcpRule, probe as probe_sandbox};
 pub use supervise::main;

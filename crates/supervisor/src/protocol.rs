@@ -40,25 +40,34 @@ const MAX_ORDER_BYTES: usize = MAX_COMMAND_BYTES + 8192;
 /// A command handed to a supervisor started ahead of it (`ready` mode), so
 /// that starting the supervisor is not on the command's path.
 ///
-/// On the control channel: a little-endian `u32` length, then the private
-/// `TMPDIR`, a NUL, and the command (which holds no NUL); the command's
-/// directory rides along with the first byte as an `SCM_RIGHTS` file
-/// descriptor. Only the server holds the other end of the channel.
+/// On the control channel: a little-endian `u32` length, then the kind
+/// (`r`: run `command`; `s`: a shell session, no command), the private
+/// `TMPDIR`, a NUL, and the command (which holds no NUL). With the first
+/// byte ride, as `SCM_RIGHTS` file descriptors, the command's directory
+/// and, when commands reach the network through the server's proxy, one end
+/// of a Unix socket on which the supervisor hands back the proxy's
+/// listening socket (see the network module). Only the server holds the
+/// other end of the channel.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Order {
-    /// The text for `bash -c`.
-    pub command: OsString,
+    /// The text for `bash -c`; `None`: a shell session (bash reads the
+    /// control channel).
+    pub command: Option<OsString>,
     /// The command's private `TMPDIR` (absolute).
     pub tmpdir: PathBuf,
 }
 
 impl Order {
-    /// The bytes of an order for `command` with `tmpdir`.
-    pub fn encode(tmpdir: &Path, command: &str) -> Vec<u8> {
+    /// The bytes of an order for `command` (`None`: a session) with
+    /// `tmpdir`.
+    pub fn encode(tmpdir: &Path, command: Option<&str>) -> Vec<u8> {
         use std::os::unix::ffi::OsStrExt;
-        let len = tmpdir.as_os_str().len() + 1 + command.len();
+        let kind = if command.is_some() { b'r' } else { b's' };
+        let command = command.unwrap_or_default();
+        let len = 1 + tmpdir.as_os_str().len() + 1 + command.len();
         let mut bytes = Vec::with_capacity(4 + len);
         bytes.extend_from_slice(&(len as u32).to_le_bytes());
+        bytes.push(kind);
         bytes.extend_from_slice(tmpdir.as_os_str().as_bytes());
         bytes.push(0);
         bytes.extend_from_slice(command.as_bytes());
@@ -72,19 +81,23 @@ impl Order {
     }
 
     /// The order in `body` (what follows the header); `None` when it is
-    /// not one (no NUL, a relative `TMPDIR`, a NUL in the command).
+    /// not one (an unknown kind, no NUL, a relative `TMPDIR`, a NUL in the
+    /// command, a session with a command).
     pub fn decode(mut body: Vec<u8>) -> Option<Self> {
         use std::os::unix::ffi::OsStringExt;
+        let kind = (!body.is_empty()).then(|| body.remove(0))?;
         let nul = body.iter().position(|&b| b == 0)?;
         let command = body.split_off(nul + 1);
         body.pop();
         if body.first() != Some(&b'/') || command.contains(&0) {
             return None;
         }
-        Some(Self {
-            command: OsString::from_vec(command),
-            tmpdir: PathBuf::from(OsString::from_vec(body)),
-        })
+        let command = match kind {
+            b'r' => Some(OsString::from_vec(command)),
+            b's' if command.is_empty() => None,
+            _ => return None,
+        };
+        Some(Self { command, tmpdir: PathBuf::from(OsString::from_vec(body)) })
     }
 }
 
@@ -383,17 +396,25 @@ mod tests {
 
     #[test]
     fn orders_round_trip_and_malformed_ones_are_refused() {
-        let bytes = Order::encode(Path::new("/tmp/serverfs-cmd-1"), "echo hi");
-        let len = Order::body_len(bytes[..4].try_into().unwrap()).unwrap();
-        assert_eq!(len, bytes.len() - 4);
-        assert_eq!(
-            Order::decode(bytes[4..].to_vec()),
-            Some(Order { command: "echo hi".into(), tmpdir: "/tmp/serverfs-cmd-1".into() })
-        );
+        for command in [Some("echo hi"), Some(""), None] {
+            let bytes = Order::encode(Path::new("/tmp/serverfs-cmd-1"), command);
+            let len = Order::body_len(bytes[..4].try_into().unwrap()).unwrap();
+            assert_eq!(len, bytes.len() - 4);
+            assert_eq!(
+                Order::decode(bytes[4..].to_vec()),
+                Some(Order {
+                    command: command.map(Into::into),
+                    tmpdir: "/tmp/serverfs-cmd-1".into()
+                })
+            );
+        }
         assert_eq!(Order::body_len((MAX_ORDER_BYTES as u32 + 1).to_le_bytes()), None);
-        assert_eq!(Order::decode(b"relative\0echo".to_vec()), None);
-        assert_eq!(Order::decode(b"/tmp/x\0echo\0hi".to_vec()), None);
-        assert_eq!(Order::decode(b"/tmp/x".to_vec()), None);
+        assert_eq!(Order::decode(b"rrelative\0echo".to_vec()), None);
+        assert_eq!(Order::decode(b"r/tmp/x\0echo\0hi".to_vec()), None);
+        assert_eq!(Order::decode(b"r/tmp/x".to_vec()), None);
+        assert_eq!(Order::decode(b"s/tmp/x\0echo".to_vec()), None);
+        assert_eq!(Order::decode(b"x/tmp/x\0echo".to_vec()), None);
+        assert_eq!(Order::decode(Vec::new()), None);
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //! - ABI 2 (5.19): renames and links across directories (`Refer`) handled.
 //! - ABI 3 (6.2): truncation handled.
 //! - ABI 4 (6.7): with `--command-network off`, TCP `bind` and `connect`
-//!   denied. UDP and Unix-domain sockets are not covered by ABI 4–7.
+//!   denied; with `--command-network-allow`, `connect` only to the proxy's
+//!   port, `bind` denied. UDP and Unix-domain sockets are not covered by ABI 4–7.
 //! - ABI 5 (6.10): device ioctls handled (allowed on the writable devices).
 //! - ABI 6 (6.12): scoping: no signal to a process outside the domain (the
 //!   server, the supervisors, other sessions), no connection to an abstract
@@ -36,12 +37,13 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
     path_beneath_rules,
 };
 
 use crate::Error;
+use crate::network::{Network, PROXY_PORT};
 use crate::protocol::ViewProbe;
 
 /// The newest ABI whose rules this module was written and tested against.
@@ -62,8 +64,8 @@ pub struct SandboxConfig {
     /// When set, reads (and execution) only below these paths, the root
     /// and the writable ones; `None`: everywhere.
     pub readable: Option<Vec<PathBuf>>,
-    /// TCP `bind`/`connect` allowed (`--command-network on`, the default).
-    pub network: bool,
+    /// How commands reach the network (see the network module).
+    pub network: Network,
     /// Commands may make namespaces (`--command-namespaces on`); refused
     /// by default (see the confine module).
     pub namespaces: bool,
@@ -115,7 +117,7 @@ impl SandboxConfig {
             root: root.into(),
             writable: Vec::new(),
             readable: None,
-            network: true,
+            network: Network::On,
             namespaces: false,
             max_abi: None,
             view: None,
@@ -190,8 +192,10 @@ impl SandboxConfig {
             args.push("--read".into());
             args.push(p.into());
         }
-        if !self.network {
-            args.push("--no-network".into());
+        match self.network {
+            Network::On => {}
+            Network::Off => args.push("--no-network".into()),
+            Network::Proxy => args.push("--network-proxy".into()),
         }
         if self.namespaces {
             args.push("--namespaces".into());
@@ -227,7 +231,9 @@ impl SandboxConfig {
             } else if args.next_if(|a| a == "--read").is_some() {
                 cfg.readable.get_or_insert_with(Vec::new).push(args.next().ok_or(())?.into());
             } else if args.next_if(|a| a == "--no-network").is_some() {
-                cfg.network = false;
+                cfg.network = Network::Off;
+            } else if args.next_if(|a| a == "--network-proxy").is_some() {
+                cfg.network = Network::Proxy;
             } else if args.next_if(|a| a == "--namespaces").is_some() {
                 cfg.namespaces = true;
             } else if args.next_if(|a| a == "--max-abi").is_some() {
@@ -265,7 +271,8 @@ impl SandboxConfig {
         let mut ruleset =
             Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all)?;
         let net = AccessNet::from_all(abi);
-        if !self.network && !net.is_empty() {
+        let net_handled = self.network != Network::On && !net.is_empty();
+        if net_handled {
             ruleset = ruleset.handle_access(net)?;
         }
         let scope = Scope::from_all(abi);
@@ -280,10 +287,15 @@ impl SandboxConfig {
             Some(paths) => paths.iter().map(PathBuf::as_path).collect(),
             None => vec![Path::new("/")],
         };
-        let ruleset = ruleset
+        let mut ruleset = ruleset
             .create()?
             .add_rules(self.pinned_rules(&readable, read, abi)?)?
             .add_rules(self.pinned_rules(&writable, all, abi)?)?;
+        if net_handled && self.network == Network::Proxy {
+            // TCP connects reach only the proxy's port (the namespace has
+            // nothing else on it anyway), and nothing may listen.
+            ruleset = ruleset.add_rule(NetPort::new(PROXY_PORT, AccessNet::ConnectTcp))?;
+        }
         Ok(Prepared { ruleset, abi, network: self.network })
     }
 
@@ -314,7 +326,7 @@ impl SandboxConfig {
 pub(crate) struct Prepared {
     ruleset: landlock::RulesetCreated,
     abi: ABI,
-    network: bool,
+    network: Network,
 }
 
 impl Prepared {
@@ -337,7 +349,13 @@ impl Prepared {
             )));
         }
         let abi = kernel_abi.min(abi as i32);
-        Ok(Active { abi, network_off: !network && abi >= 4, scoped: abi >= 6 })
+        let tcp = match network {
+            Network::On => TcpRule::Allowed,
+            _ if abi < 4 => TcpRule::Allowed,
+            Network::Off => TcpRule::Denied,
+            Network::Proxy => TcpRule::ProxyOnly,
+        };
+        Ok(Active { abi, tcp, scoped: abi >= 6 })
     }
 }
 
@@ -346,10 +364,21 @@ impl Prepared {
 pub struct Active {
     /// The Landlock ABI in use (the kernel's, capped at the tested one).
     pub abi: i32,
-    /// TCP bind/connect denied (asked for, and ABI 4+).
-    pub network_off: bool,
+    /// What Landlock lets TCP `bind`/`connect` do (ABI 4+).
+    pub tcp: TcpRule,
     /// Signals and abstract Unix sockets scoped to the command (ABI 6+).
     pub scoped: bool,
+}
+
+/// What Landlock lets a command's TCP sockets do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpRule {
+    /// Not handled (the network on, or ABI < 4).
+    Allowed,
+    /// No `bind`, no `connect`.
+    Denied,
+    /// `connect` to the proxy's port only, no `bind`.
+    ProxyOnly,
 }
 
 impl std::fmt::Display for Active {
@@ -358,7 +387,11 @@ impl std::fmt::Display for Active {
             f,
             "landlock ABI {}: fs writes confined, ptrace/proc scoped; tcp {}; signals/abstract sockets {}",
             self.abi,
-            if self.network_off { "denied" } else { "allowed" },
+            match self.tcp {
+                TcpRule::Allowed => "allowed",
+                TcpRule::Denied => "denied",
+                TcpRule::ProxyOnly => "only to the proxy",
+            },
             if self.scoped { "scoped" } else { "not scoped (ABI < 6)" },
         )
     }
@@ -387,7 +420,7 @@ mod tests {
         let mut cfg = SandboxConfig::new("/r");
         cfg.writable = vec!["/w".into()];
         cfg.readable = Some(vec!["/a".into(), "/b".into()]);
-        cfg.network = false;
+        cfg.network = Network::Proxy;
         cfg.namespaces = true;
         cfg.max_abi = Some(3);
         cfg.view = Some(ViewProbe::Own);

@@ -28,6 +28,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -42,20 +43,24 @@ use rustix::process::{
     set_child_subreaper, wait, waitid,
 };
 
+use crate::Error;
 use crate::children;
 use crate::confine::{Filter, Keep};
 use crate::mounts::View;
+use crate::network::{Network, PROXY_ENV};
 use crate::protocol::{ENV_KEYS, EXIT_USAGE, Ended, Failure, Mode, Order, PROTOCOL, ViewProbe};
 use crate::sandbox::{Prepared, SandboxConfig};
 
 /// Waits for the order and moves into its directory. `Ok(None)`: the
 /// channel ended first (the server no longer needs this supervisor).
-fn receive_order(control: &OwnedFd) -> Result<Option<Order>, Failure> {
+/// Returns the order and, when it came with one, the socket on which to
+/// hand the proxy's listening socket back.
+fn receive_order(control: &OwnedFd) -> Result<Option<(Order, Option<OwnedFd>)>, Failure> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, recvmsg};
     use std::io::IoSliceMut;
     use std::mem::MaybeUninit;
     let mut header = [0u8; 4];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut ancillary = RecvAncillaryBuffer::new(&mut space);
     let received = loop {
         match recvmsg(
@@ -69,18 +74,20 @@ fn receive_order(control: &OwnedFd) -> Result<Option<Order>, Failure> {
             Ok(r) => break r.bytes,
         }
     };
-    let mut dirs = Vec::new();
+    let mut fds = Vec::new();
     for message in ancillary.drain() {
-        if let RecvAncillaryMessage::ScmRights(fds) = message {
-            dirs.extend(fds);
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
         }
     }
-    if received == 0 && dirs.is_empty() {
+    if received == 0 && fds.is_empty() {
         return Ok(None);
     }
-    let ([dir], 4) = (<[OwnedFd; 1]>::try_from(dirs).map_err(|_| Failure::Order)?, received) else {
+    if received != 4 || !(1..=2).contains(&fds.len()) {
         return Err(Failure::Order);
-    };
+    }
+    let proxy_channel = (fds.len() == 2).then(|| fds.remove(1));
+    let dir = fds.remove(0);
     let len = Order::body_len(header).ok_or(Failure::Order)?;
     let mut body = vec![0u8; len];
     File::from(control.try_clone().map_err(|_| Failure::Order)?)
@@ -88,7 +95,27 @@ fn receive_order(control: &OwnedFd) -> Result<Option<Order>, Failure> {
         .map_err(|_| Failure::Order)?;
     let order = Order::decode(body).ok_or(Failure::Order)?;
     rustix::process::fchdir(&dir).map_err(|_| Failure::Cwd)?;
-    Ok(Some(order))
+    Ok(Some((order, proxy_channel)))
+}
+
+/// Hands the proxy's listening socket (made in the command's network
+/// namespace) to the server over `channel`, and closes our copy: from now
+/// on only the server accepts on it.
+fn hand_proxy(listener: TcpListener, channel: &OwnedFd) -> Result<(), Failure> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    use std::io::IoSlice;
+    use std::mem::MaybeUninit;
+    let fds = [listener.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    loop {
+        match sendmsg(channel, &[IoSlice::new(b"L")], &mut ancillary, SendFlags::NOSIGNAL) {
+            Err(Errno::INTR) => continue,
+            Ok(1) => return Ok(()),
+            _ => return Err(Failure::Order),
+        }
+    }
 }
 
 /// The supervisor's entry point. `args` are the arguments after the program
@@ -152,18 +179,26 @@ where
             return ExitCode::FAILURE;
         }
     };
-    let (mode, tmpdir) = match mode {
+    let mut setup = setup;
+    let ordered = match mode {
         Mode::Ready => match setup.wait_for_order(&control) {
-            Ok(Some(Order { command, tmpdir })) => (Mode::Run(command), Some(tmpdir)),
+            Ok(Some((Order { command, tmpdir }, channel))) => setup
+                .hand_proxy(channel)
+                .map(|()| (command.map_or(Mode::Session, Mode::Run), Some(tmpdir))),
             Ok(None) => return ExitCode::SUCCESS,
-            Err(what) => {
-                if let Ok(fd) = control.try_clone() {
-                    report(&mut File::from(fd), &what.line());
-                }
-                return ExitCode::FAILURE;
-            }
+            Err(what) => Err(what),
         },
-        mode => (mode, None),
+        // Only an order can take the proxy's socket.
+        mode => setup.hand_proxy(None).map(|()| (mode, None)),
+    };
+    let (mode, tmpdir) = match ordered {
+        Ok(ordered) => ordered,
+        Err(what) => {
+            if let Ok(fd) = control.try_clone() {
+                report(&mut File::from(fd), &what.line());
+            }
+            return ExitCode::FAILURE;
+        }
     };
     match setup.supervise(mode, tmpdir, control) {
         Ok(()) => ExitCode::SUCCESS,
@@ -172,18 +207,38 @@ where
 }
 
 /// `probe-view` (the server's start-up check): enters the sandbox's view
-/// of the file system and exits with the [`ViewProbe`] it found, or 1 with
-/// why on stderr when building it failed.
+/// of the file system and its network namespace, and exits with the
+/// [`ViewProbe`] it found, or 1 with why on stderr when building either
+/// failed.
 fn probe_view(sandbox: Option<&SandboxConfig>) -> ExitCode {
     let Some(sandbox) = sandbox else { return ExitCode::from(EXIT_USAGE) };
-    match View::enter(sandbox) {
-        Ok(Some(view)) if view.own_proc() => ViewProbe::OwnWithProc.exit_code(),
-        Ok(Some(_)) => ViewProbe::Own.exit_code(),
-        Ok(None) => ViewProbe::Shared.exit_code(),
+    let entered = View::enter(sandbox).and_then(|view| {
+        let probe = match &view {
+            Some(view) if view.own_proc() => ViewProbe::OwnWithProc,
+            Some(_) => ViewProbe::Own,
+            None => ViewProbe::Shared,
+        };
+        enter_network(sandbox.network, view.is_some()).map(|_| probe)
+    });
+    match entered {
+        Ok(probe) => probe.exit_code(),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Enters the network namespace `network` asks for (see the network
+/// module), with the view entered or not: without the view's namespaces
+/// (the kernel refused them) `off` goes on with the seccomp filter and
+/// Landlock alone, and the allowlist cannot be had (its only way out would
+/// be the host's network).
+fn enter_network(network: Network, view: bool) -> Result<Option<TcpListener>, Error> {
+    match (network, view) {
+        (Network::On, _) | (Network::Off, false) => Ok(None),
+        (Network::Proxy, false) => Err(Error::ProxyWithoutNamespaces),
+        (network, true) => network.enter(),
     }
 }
 
@@ -248,6 +303,11 @@ struct Setup {
     /// The `TMPDIR` whose siblings the view hides (ours from the server,
     /// done ahead).
     hidden: Option<PathBuf>,
+    /// How bash reaches the network.
+    network: Network,
+    /// With [`Network::Proxy`], the socket the server's proxy accepts on,
+    /// made in our network namespace, until it is handed over.
+    proxy: Option<TcpListener>,
 }
 
 impl Setup {
@@ -277,6 +337,8 @@ impl Setup {
             }
             None => None,
         };
+        let network = sandbox.map_or(Network::On, |config| config.network);
+        let proxy = enter_network(network, view.is_some()).map_err(|_| Failure::Sandbox)?;
         let hidden = match (&view, std::env::var_os("TMPDIR")) {
             (Some(view), Some(tmpdir)) => {
                 let tmpdir = PathBuf::from(tmpdir);
@@ -287,12 +349,37 @@ impl Setup {
         };
         let sandbox =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
-        Ok(Self { stop, child_ended, bash: find_bash(), filter, keep, sandbox, view, hidden })
+        Ok(Self {
+            stop,
+            child_ended,
+            bash: find_bash(),
+            filter,
+            keep,
+            sandbox,
+            view,
+            hidden,
+            network,
+            proxy,
+        })
+    }
+
+    /// Hands the proxy's socket over `channel` (see [`hand_proxy`]). Both
+    /// or neither must be there: an order without the channel (or with one
+    /// we have nothing for) is not the server's.
+    fn hand_proxy(&mut self, channel: Option<OwnedFd>) -> Result<(), Failure> {
+        match (self.proxy.take(), channel) {
+            (Some(listener), Some(channel)) => hand_proxy(listener, &channel),
+            (None, None) => Ok(()),
+            _ => Err(Failure::Order),
+        }
     }
 
     /// `ready` mode: waits for the [`Order`]. `Ok(None)`: the channel
     /// ended, or a stop signal came, first (nothing was started).
-    fn wait_for_order(&self, control: &OwnedFd) -> Result<Option<Order>, Failure> {
+    fn wait_for_order(
+        &self,
+        control: &OwnedFd,
+    ) -> Result<Option<(Order, Option<OwnedFd>)>, Failure> {
         loop {
             let mut fds =
                 [PollFd::new(control, PollFlags::IN), PollFd::new(&self.stop, PollFlags::IN)];
@@ -329,6 +416,9 @@ impl Setup {
         }
         if let Some(tmpdir) = &tmpdir {
             bash.env("TMPDIR", tmpdir);
+        }
+        if self.network == Network::Proxy {
+            bash.envs(PROXY_ENV);
         }
         bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 

@@ -136,7 +136,7 @@ async fn network_off_leaves_only_unix_sockets() {
     let dir = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
     let root = dir.path();
     let mut sandbox = SandboxConfig::new(root);
-    sandbox.network = false;
+    sandbox.network = serverfs_exec::Network::Off;
     for (what, statement) in [
         ("UDP", "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"),
         ("MPTCP", "socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)"),
@@ -207,7 +207,7 @@ fn the_start_up_probe_fails_where_seccomp_is_refused() {
     use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
     serverfs_exec::probe_confine(None).expect("seccomp works here");
     let mut network_off = SandboxConfig::new("/");
-    network_off.network = false;
+    network_off.network = serverfs_exec::Network::Off;
     serverfs_exec::probe_confine(Some(&network_off)).expect("seccomp works here");
     let refused = std::thread::spawn(|| {
         let filter = SeccompFilter::new(

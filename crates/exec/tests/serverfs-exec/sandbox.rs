@@ -81,7 +81,7 @@ async fn network_off_denies_tcp_connect() {
     let out = go(&connect, root.path(), Some(SandboxConfig::new(root.path()))).await;
     assert_eq!(out.stdout, "connected\n", "{out:?}");
     let mut cfg = SandboxConfig::new(root.path());
-    cfg.network = false;
+    cfg.network = serverfs_exec::Network::Off;
     let out = go(&connect, root.path(), Some(cfg)).await;
     assert_ne!(out.exit_code, Some(0), "{out:?}");
     assert!(out.stderr.contains("PermissionError"), "{out:?}");

@@ -13,14 +13,16 @@ use serverfs_exec::{Supervisor, run};
 use tokio_util::sync::CancellationToken;
 
 /// Runs one command under `fake` (a shell script standing in for the
-/// supervisor program) and returns the error and the log lines.
+/// supervisor program, after it has taken its order's header) and returns
+/// the error and the log lines.
 fn run_under(fake: &str) -> (ErrorCode, String) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     serverfs_test_support::json_logs(|| {
         runtime.block_on(async {
             let mut s = spec("echo never", dir.path());
-            s.supervisor = Supervisor::new("/bin/sh", ["-c".to_owned(), fake.to_owned()]);
+            let fake = format!("head -c 4 >/dev/null; {fake}");
+            s.supervisor = Supervisor::new("/bin/sh", ["-c".to_owned(), fake]);
             run(s, &CancellationToken::new(), None).await.unwrap_err().code()
         })
     })

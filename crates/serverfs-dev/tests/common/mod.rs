@@ -152,6 +152,16 @@ impl Project {
     }
 }
 
+/// An initialized MCP client of the server at `url` with bearer `token`.
+pub async fn http_client(url: &str, token: &str) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    serve_client_with_lifecycle(ClientConfig::default(), transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap()
+}
+
 /// A running serverfs-dev over HTTP on an ephemeral loopback port.
 pub struct HttpServer {
     pub url: String,

@@ -10,6 +10,7 @@ mod definitions;
 #[path = "../../../tools/tests/support/strict.rs"]
 mod strict;
 
+mod allowlist;
 mod answers;
 mod auth;
 mod client_gone;

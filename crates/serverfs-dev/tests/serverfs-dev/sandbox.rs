@@ -601,18 +601,6 @@ async fn git_leaves_nothing_for_the_operator_as_nobody() {
 }
 
 /// A client over HTTP holding `token`.
-async fn http_client(url: &str, token: &str) -> Client {
-    use rmcp::model::ClientConfig;
-    use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-    use rmcp::transport::StreamableHttpClientTransport;
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    serve_client_with_lifecycle(ClientConfig::default(), transport, ClientLifecycleMode::Initialize)
-        .await
-        .unwrap()
-}
-
 /// A command moves the directory holding the root away and leaves a
 /// symbolic link to a directory of its choosing where it was. The server
 /// opened the root at start and keeps it; its later commands must not get
@@ -644,7 +632,7 @@ async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
         vec![start(&p, true, &[]).await]
     } else {
         let http = server.insert(common::HttpServer::start_with(p.command_for_alice_and_bob()));
-        vec![http_client(&http.url, ALICE).await, http_client(&http.url, BOB).await]
+        vec![common::http_client(&http.url, ALICE).await, common::http_client(&http.url, BOB).await]
     };
     let v = ok(&clients[0], "bash", json!({"command": write(0)})).await;
     assert_eq!(v["stdout"], "wrote=0\n", "before the swap the root is writable: {v}");

@@ -23,6 +23,12 @@
 //!   docs/security.md), and the open is refused (`SERVER_BUSY`). As each
 //!   takes its own before it looks, of two users' writers that start
 //!   together at least one refuses; never both serve uncoordinated.
+//! - **Never on another user's torn tree.** A writer writes
+//!   [`SERVING`] into `present` once it holds it, and the last live writer
+//!   of the user on the root empties it when it is dropped. A writer of
+//!   another user that finds `present` unlocked but not empty (its writer
+//!   was killed: its journal, in a state directory only its user may read,
+//!   may hold an unfinished patch) refuses too, and says how to settle it.
 //! - **Every journal is found.** `dirs/` names each journal directory that
 //!   has served this root (one file per directory, holding its path);
 //!   recovery scans all of them, so the journal a killed writer left in
@@ -55,12 +61,16 @@ const PRESENT_MODE: u32 = 0o244;
 /// another user's momentary test holds it exclusively.
 const PRESENCE_TRIES: u32 = 100;
 
+/// What `present` holds while a writer of its user may serve the root
+/// (emptied by the last one to stop).
+const SERVING: &[u8] = b"serving\n";
+
 /// `<user dir>/<key>/` of one root.
 #[derive(Debug)]
 pub(crate) struct SharedDir {
     dir: PathBuf,
     /// `present`, share-locked while this writer lives.
-    _present: File,
+    present: File,
     /// The directory itself, share-locked (when it could be) against
     /// systemd-tmpfiles' ageing.
     _held: Option<File>,
@@ -108,7 +118,9 @@ impl SharedDir {
             let _ = rustix::fs::flock(d, FlockOperation::NonBlockingLockShared);
         }
         refuse_other_users(base, uid, id)?;
-        Ok(Self { dir, _present: present, _held: held })
+        // Only once it may serve: a refused start leaves no mark.
+        (&present).write_all(SERVING).map_err(|e| state_error(&e, "cannot be written"))?;
+        Ok(Self { dir, present, _held: held })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -192,6 +204,17 @@ impl SharedDir {
     }
 }
 
+impl Drop for SharedDir {
+    /// The last live writer of this user on the root (no other holds
+    /// `present`) empties it: stopped cleanly. A writer that cannot tell
+    /// leaves it, and another user's start says so.
+    fn drop(&mut self) {
+        if rustix::fs::flock(&self.present, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            let _ = self.present.set_len(0);
+        }
+    }
+}
+
 /// Opens (creating with `mode`) a lock file of the rendezvous for writing,
 /// never through a link.
 fn open_write_only(path: &Path, mode: u32) -> Result<File, FsError> {
@@ -264,7 +287,19 @@ fn refuse_other_users(base: &Path, uid: u32, id: &RootId) -> Result<(), FsError>
         };
         match rustix::fs::flock(&present, FlockOperation::NonBlockingLockExclusive) {
             // Unlocked again when `present` drops.
-            Ok(()) => {}
+            Ok(()) if rustix::fs::fstat(&present).is_ok_and(|st| st.st_size == 0) => {}
+            Ok(()) => {
+                return Err(FsError::new(
+                    ErrorCode::ServerBusy,
+                    format!(
+                        "a serverfs-dev of another user (uid {other}) on this root did not stop \
+                         cleanly (killed?): its journal, which only that user can read, may hold \
+                         an unfinished patch; start and stop a server of uid {other} on this \
+                         root once to settle it (or, if its files are known whole, empty {})",
+                        path.display()
+                    ),
+                ));
+            }
             Err(rustix::io::Errno::WOULDBLOCK) => {
                 return Err(FsError::new(
                     ErrorCode::ServerBusy,

@@ -24,11 +24,13 @@
 //!   takes its own before it looks, of two users' writers that start
 //!   together at least one refuses; never both serve uncoordinated.
 //! - **Never on another user's torn tree.** A writer writes
-//!   [`SERVING`] into `present` once it holds it, and the last live writer
-//!   of the user on the root empties it when it is dropped. A writer of
-//!   another user that finds `present` unlocked but not empty (its writer
-//!   was killed: its journal, in a state directory only its user may read,
-//!   may hold an unfinished patch) refuses too, and says how to settle it.
+//!   [`SERVING`] and the root's path into `present` once it holds it, and
+//!   the last live writer of the user on the root empties it when it is
+//!   dropped. A writer of another user that finds `present` unlocked but
+//!   naming a path that still leads to this root (its writer was killed:
+//!   its journal, in a state directory only its user may read, may hold an
+//!   unfinished patch) refuses too, and says how to settle it. A path that
+//!   leads elsewhere is a removed root whose inode was reused: ignored.
 //! - **Every journal is found.** `dirs/` names each journal directory that
 //!   has served this root (one file per directory, holding its path);
 //!   recovery scans all of them, so the journal a killed writer left in
@@ -38,7 +40,7 @@
 //!   this user's, or is open to others, is skipped.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -61,9 +63,9 @@ const PRESENT_MODE: u32 = 0o244;
 /// another user's momentary test holds it exclusively.
 const PRESENCE_TRIES: u32 = 100;
 
-/// What `present` holds while a writer of its user may serve the root
-/// (emptied by the last one to stop).
-const SERVING: &[u8] = b"serving\n";
+/// What `present` holds, before the root's path, while a writer of its
+/// user may serve the root (emptied by the last one to stop).
+const SERVING: &str = "serving ";
 
 /// `<user dir>/<key>/` of one root.
 #[derive(Debug)]
@@ -119,7 +121,10 @@ impl SharedDir {
         }
         refuse_other_users(base, uid, id)?;
         // Only once it may serve: a refused start leaves no mark.
-        (&present).write_all(SERVING).map_err(|e| state_error(&e, "cannot be written"))?;
+        present
+            .set_len(0)
+            .and_then(|()| (&present).write_all(format!("{SERVING}{}\n", id.path).as_bytes()))
+            .map_err(|e| state_error(&e, "cannot be written"))?;
         Ok(Self { dir, present, _held: held })
     }
 
@@ -247,6 +252,21 @@ fn take_presence(present: &File, dir: &Path) -> Result<(), FsError> {
     ))
 }
 
+/// Whether another user's `present` (unlocked) says a writer of that user
+/// may have left a journal on the root `id`: not empty, and the path it
+/// names still leads to this root. A root directory removed and its inode
+/// reused by a new directory is not the root that writer served.
+fn unsettled(mut present: &File, id: &RootId) -> bool {
+    let mut text = String::new();
+    if present.read_to_string(&mut text).is_err() {
+        return true;
+    }
+    let Some(path) = text.strip_prefix(SERVING).map(|p| p.trim_end_matches('\n')) else {
+        return !text.is_empty();
+    };
+    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == (id.dev, id.ino))
+}
+
 /// Refuses (`SERVER_BUSY`) when a writer of another user lives on the
 /// root `id`: its `present` in its user's directory of `base` is locked.
 /// A directory of the base named like a user's but owned by someone else
@@ -281,13 +301,13 @@ fn refuse_other_users(base: &Path, uid: u32, id: &RootId) -> Result<(), FsError>
         };
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let present = match rustix::fs::open(&path, flags, Mode::empty()) {
-            Ok(present) => present,
+            Ok(present) => File::from(present),
             Err(rustix::io::Errno::NOENT) => continue,
             Err(e) => return Err(cannot_tell(&e)),
         };
         match rustix::fs::flock(&present, FlockOperation::NonBlockingLockExclusive) {
             // Unlocked again when `present` drops.
-            Ok(()) if rustix::fs::fstat(&present).is_ok_and(|st| st.st_size == 0) => {}
+            Ok(()) if !unsettled(&present, id) => {}
             Ok(()) => {
                 return Err(FsError::new(
                     ErrorCode::ServerBusy,

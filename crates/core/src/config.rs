@@ -24,7 +24,7 @@ impl ConfigError {
     }
 
     /// `reason` about a setting named otherwise (`--workdir 'docs'`,
-    /// `XDG_STATE_HOME (else HOME)`), named as given.
+    /// the default state directory with its origin), named as given.
     pub fn named(setting: impl Into<String>, reason: impl Into<String>) -> Self {
         Self { setting: setting.into(), reason: reason.into() }
     }

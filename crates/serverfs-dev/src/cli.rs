@@ -7,9 +7,11 @@
 //! anything is served; a bad value is one line naming the setting and exit
 //! 2. serverfs-dev never listens beyond loopback without authentication
 //! (a bearer token and/or Cloudflare Access),
-//! and its state directory (the patch journal) and roots directory (each
-//! root's commit lock) are never below a path its commands can reach (see
-//! [`Config::out_of_reach`]).
+//! and its state directory (the patch journal) and the servers' rendezvous
+//! (each root's commit lock, in `/var/tmp`, whatever `HOME` says) are
+//! never below a path its commands can reach (see [`Config::out_of_reach`]).
+//! `HOME` and `XDG_STATE_HOME` matter only for the default state directory,
+//! and an error about that default names it and where it came from.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -88,10 +90,9 @@ pub(crate) struct Config {
     /// `--root` was given as a relative path (logged once, without it).
     pub(crate) root_was_relative: bool,
     pub(crate) state_dir: PathBuf,
-    /// Where every server of one root meets whatever its state dir (the
-    /// root's commit lock, the list of its journal dirs): `roots/` in the
-    /// default state dir, whatever `--state-dir` says.
-    pub(crate) roots_dir: PathBuf,
+    /// How errors about the state dir name it: the setting, or the
+    /// default with where it came from and how to choose another.
+    pub(crate) state_dir_named: String,
     pub(crate) policy: Policy,
     pub(crate) limits: Limits,
     pub(crate) max_file_bytes: u64,
@@ -103,9 +104,11 @@ pub(crate) struct Config {
     pub(crate) links: serverfs_transfer::LinkConfig,
 }
 
-/// Where each root's commit lock lives, as errors name it.
-pub(crate) const ROOTS_DIR: &str =
-    "XDG_STATE_HOME (else HOME; where each root's commit lock lives)";
+/// How errors name an explicit state dir.
+const STATE_DIR: &str = "SERVERFS_STATE_DIR (--state-dir)";
+
+/// How [`Config::out_of_reach`] names the commands' `TMPDIR` parent.
+const TMPDIR_PARENT: &str = "the commands' TMPDIR parent ($TMPDIR)";
 
 impl Cli {
     /// Parses flags and environment; a bad value is one line and exit 2.
@@ -135,23 +138,24 @@ impl Cli {
         if !self.stdio {
             serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
         }
-        let default_state_dir = serverfs_write::default_state_dir("serverfs-dev", env);
-        let state_dir = match (&self.state_dir, &default_state_dir) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(dir)) => dir.clone(),
-            (None, None) => {
-                return Err(ConfigError::new(
-                    "SERVERFS_STATE_DIR",
-                    "not set, and neither XDG_STATE_HOME nor HOME is",
-                ));
+        let (state_dir, state_dir_named) = match &self.state_dir {
+            Some(dir) => (dir.clone(), STATE_DIR.to_owned()),
+            None => {
+                let (dir, from) = serverfs_write::default_state_dir("serverfs-dev", env)
+                    .ok_or_else(|| {
+                        ConfigError::named(
+                            STATE_DIR,
+                            "not set, and neither XDG_STATE_HOME nor HOME is",
+                        )
+                    })?;
+                let named = format!(
+                    "the default state directory {} (from {from}; set {STATE_DIR} to choose \
+                     another)",
+                    dir.display()
+                );
+                (dir, named)
             }
         };
-        let roots_dir = default_state_dir.map(|d| d.join("roots")).ok_or_else(|| {
-            ConfigError::named(
-                ROOTS_DIR,
-                "neither is set: serverfs-dev needs one to find the other servers of its root",
-            )
-        })?;
         if !state_dir.is_absolute() {
             let hint = tilde_hint(&state_dir);
             return Err(ConfigError::new(
@@ -177,7 +181,7 @@ impl Cli {
             root_was_relative: self.root.is_relative(),
             root,
             state_dir,
-            roots_dir,
+            state_dir_named,
             policy,
             limits,
             max_file_bytes: self.max_file_bytes,
@@ -191,18 +195,23 @@ impl Cli {
 }
 
 impl Config {
-    /// The paths the state and roots dirs must not be below: what commands
-    /// may write (the root, `/tmp`, `/dev/shm`, the parent of their
-    /// private `TMPDIR`s, `--command-writable` paths) and, when reads are
-    /// narrowed, what they may read (`--command-readable` paths).
-    pub(crate) fn out_of_reach(&self) -> Vec<serverfs_write::Reach> {
+    /// The paths the state dir must not be below: what commands may write
+    /// (the root, `/tmp`, `/dev/shm`, the parent of their private
+    /// `TMPDIR`s, `--command-writable` paths) and, when reads are
+    /// narrowed, what they may read (`--command-readable` paths). Without
+    /// `$TMPDIR` for the rendezvous (`tmpdir: false`): commands write only
+    /// their own `serverfs-cmd-*` directories there, never the
+    /// rendezvous's `serverfs-roots.*` (`TMPDIR=/var/tmp` is common).
+    pub(crate) fn out_of_reach(&self, tmpdir: bool) -> Vec<serverfs_write::Reach> {
         use serverfs_write::Reach;
         let mut reach = vec![
             Reach::new(&self.root, "the project root"),
             Reach::new("/tmp", "/tmp"),
             Reach::new("/dev/shm", "/dev/shm"),
-            Reach::new(std::env::temp_dir(), "the commands' TMPDIR parent ($TMPDIR)"),
         ];
+        if tmpdir {
+            reach.push(Reach::new(std::env::temp_dir(), TMPDIR_PARENT));
+        }
         if let Some(sandbox) = &self.commands.sandbox {
             for p in &sandbox.writable {
                 reach.push(Reach::new(p, "a --command-writable path (SERVERFS_COMMAND_WRITABLE)"));
@@ -252,11 +261,20 @@ mod tests {
         let c = config(&[], &[("HOME", "/home/u"), ("XDG_STATE_HOME", "rel")]).unwrap();
         assert_eq!(c.state_dir, Path::new("/home/u/.local/state/serverfs-dev"));
         assert!(config(&[], &[]).is_err());
-        // Explicit or not, the roots dir is where the default state dir is.
-        let c = config(&["--state-dir", "/elsewhere"], &[("HOME", "/home/u")]).unwrap();
-        assert_eq!(c.roots_dir, Path::new("/home/u/.local/state/serverfs-dev/roots"));
-        assert_eq!(config(&["--state-dir", "/elsewhere"], &[]).unwrap_err().setting(), ROOTS_DIR);
+        // An explicit state dir needs neither HOME nor XDG_STATE_HOME.
+        let c = config(&["--state-dir", "/elsewhere"], &[]).unwrap();
+        assert_eq!(c.state_dir, Path::new("/elsewhere"));
+        assert_eq!(c.state_dir_named, STATE_DIR);
         assert!(config(&["--state-dir", "rel"], &[]).is_err());
+        // A default is named with where it came from, and the fix.
+        let c = config(&[], &[("HOME", "/home/u")]).unwrap();
+        assert_eq!(
+            c.state_dir_named,
+            "the default state directory /home/u/.local/state/serverfs-dev (from HOME; set \
+             SERVERFS_STATE_DIR (--state-dir) to choose another)"
+        );
+        let c = config(&[], &[("HOME", "/home/u"), ("XDG_STATE_HOME", "/s")]).unwrap();
+        assert!(c.state_dir_named.contains("/s/serverfs-dev (from XDG_STATE_HOME;"));
     }
 
     #[test]

@@ -17,10 +17,11 @@ mod tasks;
 pub use handler::{DevServer, INSTRUCTIONS, SessionOwner};
 pub use project::Project;
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use serverfs_core::{ConfigError, Root, RootOptions, SymlinkRule};
+use serverfs_core::{ConfigError, ErrorCode, Root, RootOptions, SymlinkRule};
 use serverfs_exec::Commands;
 use serverfs_tools::ReadTools;
 use serverfs_transport::{McpGuard, PeerCheck};
@@ -187,18 +188,24 @@ fn open_project(config: &Config, transport: &str) -> Result<Project, ConfigError
         RootOptions::new(ROOT_NAME, config.policy.clone()).symlinks(SymlinkRule::FollowWithinRoot);
     let root = Root::open(&config.root, options)
         .map_err(|e| ConfigError::new("SERVERFS_ROOT", e.to_string()))?;
-    let reach = config.out_of_reach();
+    // The rendezvous first: a root that contains it (`/`, `/var`) cannot
+    // be served whatever the state dir, and its error says so.
+    let base = Path::new(serverfs_write::RENDEZVOUS_BASE);
+    serverfs_write::prepare_rendezvous(base, &config.out_of_reach(false))?;
     serverfs_write::prepare_state_dir(
-        "SERVERFS_STATE_DIR (--state-dir)",
+        &config.state_dir_named,
         &config.state_dir,
-        &reach,
+        &config.out_of_reach(true),
     )?;
-    serverfs_write::prepare_state_dir(cli::ROOTS_DIR, &config.roots_dir, &reach)?;
     let writer_config = WriterConfig::new(&config.root, &config.state_dir)
-        .roots_dir(&config.roots_dir)
+        .rendezvous(base)
         .max_file_bytes(config.max_file_bytes);
-    let (writer, recovery) = Writer::open(Arc::new(root), writer_config)
-        .map_err(|e| ConfigError::new("SERVERFS_STATE_DIR", e.to_string()))?;
+    let (writer, recovery) =
+        Writer::open(Arc::new(root), writer_config).map_err(|e| match e.code() {
+            // Another user's server on this root: a fact about the root.
+            ErrorCode::ServerBusy => ConfigError::new("SERVERFS_ROOT", e.message()),
+            _ => ConfigError::named(&config.state_dir_named, e.to_string()),
+        })?;
     for settled in &recovery.recovered {
         tracing::warn!(
             event = "patch_recovered",

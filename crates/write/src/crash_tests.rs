@@ -85,12 +85,13 @@ fn open(s: &Setup, faults: &mut Faults) -> Result<(Writer, RecoveryReport), Stop
 }
 
 /// A writer with its journal in `state`; every writer of a setup meets in
-/// the same roots dir.
+/// the same rendezvous.
 fn open_in(s: &Setup, state: &Path, faults: &mut Faults) -> Result<(Writer, RecoveryReport), Stop> {
     let policy = Policy::new(true, &[]).unwrap();
     let root = Arc::new(Root::open(&s.root_dir, RootOptions::new("w", policy)).unwrap());
-    let roots = s.state.parent().unwrap().join("roots");
-    Writer::open_with(root, WriterConfig::new(&s.root_dir, state).roots_dir(roots), faults)
+    let base = s.state.parent().unwrap().join("rendezvous");
+    std::fs::create_dir_all(&base).unwrap();
+    Writer::open_with(root, WriterConfig::new(&s.root_dir, state).rendezvous(base), faults)
 }
 
 /// Every operation: replace, create with new parents, delete, a move

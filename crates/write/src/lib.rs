@@ -32,14 +32,17 @@
 //! - Mutations of one path are serialised; each re-verifies under its lock.
 //!   Any number of writers (processes) may share a root, with the same or
 //!   different state dirs: their switches are serialised by the root's
-//!   commit lock, found from the root's identity in a fixed per-user
-//!   directory ([`WriterConfig::roots_dir`]), and a dead writer's journal,
+//!   commit lock, found from the root's identity in the user's directory
+//!   of one machine-wide place ([`WriterConfig::rendezvous`], see
+//!   [`prepare_rendezvous`]), never from `HOME`; a writer of another user
+//!   on the same root is refused at open. A dead writer's journal,
 //!   in whichever state dir, is settled by the next transaction or start of
 //!   any writer, never while its writer lives — judged by its process, not
 //!   by a lock (see [`Writer`]).
 //! - Out of every command's reach: commands cannot hold the commit lock
-//!   (mode 0200), and [`prepare_state_dir`] refuses a state dir below any
-//!   path commands may write (or, when narrowed, read).
+//!   (mode 0200), and [`prepare_state_dir`] and [`prepare_rendezvous`]
+//!   refuse a state dir or rendezvous below any path commands may write
+//!   (or, when narrowed, read).
 //!
 //! Files written by apply_patch and write_file are parsed afterwards, and
 //! syntax errors the write introduced are reported, never refused
@@ -56,6 +59,7 @@ mod journal;
 mod locks;
 mod owner;
 mod patch;
+mod rendezvous;
 mod shared;
 mod state_dir;
 mod syntax;
@@ -69,6 +73,7 @@ pub use file_tool::{ApplyPatchArgs, WriteFileArgs, WriteFileResult, WriteMode};
 pub use fsops::{BACKUP_PREFIX, TEMP_PREFIX};
 pub use journal::Op;
 pub use patch::{FilePlan, HunkMatch, PatchReport};
+pub use rendezvous::{RENDEZVOUS_BASE, prepare_rendezvous};
 pub use serverfs_patch::PatchLimits;
 pub use state_dir::{Reach, default_state_dir, prepare_state_dir};
 pub use syntax::{SyntaxErrorAt, SyntaxWarning};

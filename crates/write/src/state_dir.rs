@@ -22,13 +22,16 @@ use std::path::{Path, PathBuf};
 use serverfs_core::ConfigError;
 
 /// `$XDG_STATE_HOME/<app>`, else `$HOME/.local/state/<app>` (relative
-/// values are ignored, as the XDG spec says); `env` looks up environment
-/// variables.
-pub fn default_state_dir(app: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+/// values are ignored, as the XDG spec says), with the variable it came
+/// from; `env` looks up environment variables.
+pub fn default_state_dir(
+    app: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(PathBuf, &'static str)> {
     let absolute = |key: &str| env(key).map(PathBuf::from).filter(|p| p.is_absolute());
     absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))
-        .map(|base| base.join(app))
+        .map(|base| (base.join(app), "XDG_STATE_HOME"))
+        .or_else(|| absolute("HOME").map(|home| (home.join(".local/state").join(app), "HOME")))
 }
 
 /// A path commands may reach, and how an error names it (`"/tmp"`, `"the
@@ -80,7 +83,7 @@ pub fn prepare_state_dir(setting: &str, dir: &Path, reach: &[Reach]) -> Result<(
 }
 
 /// Why a path could not be used, in plain words (never the OS's text).
-fn plain_reason(e: &std::io::Error) -> &'static str {
+pub(crate) fn plain_reason(e: &std::io::Error) -> &'static str {
     match e.kind() {
         std::io::ErrorKind::NotFound => "it does not exist",
         std::io::ErrorKind::PermissionDenied => "permission denied",
@@ -102,7 +105,7 @@ fn link_in_reach<'r>(dir: &Path, reach: &'r [Reach]) -> Option<&'r str> {
 }
 
 /// The first of `reach` that `dir` (canonical, existing) is at or below.
-fn below<'r>(dir: &Path, reach: &'r [Reach]) -> std::io::Result<Option<&'r str>> {
+pub(crate) fn below<'r>(dir: &Path, reach: &'r [Reach]) -> std::io::Result<Option<&'r str>> {
     let ids: Vec<((u64, u64), &str)> = reach
         .iter()
         .filter_map(|r| std::fs::metadata(&r.path).ok().map(|m| ((m.dev(), m.ino()), &*r.named)))

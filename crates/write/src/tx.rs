@@ -27,7 +27,9 @@
 //! - **Any number of writers on one root, whatever their state dirs.**
 //!   Writers in other processes are serialised with this one by the
 //!   root's commit lock (see [`crate::shared`]: found from the root's
-//!   identity, not from the state dir, and out of every command's reach),
+//!   identity and the uid, not from the state dir or `HOME`, and out of
+//!   every command's reach; a writer of another user on the root is
+//!   refused at open),
 //!   held from the re-verification to the end of each switch (never while
 //!   a patch is planned or an upload streams). Each writer stamps its
 //!   journals with its identity (see [`crate::owner`]); under the commit
@@ -148,7 +150,7 @@ pub enum Outcome {
 pub struct WriterConfig {
     root_path: PathBuf,
     state_dir: PathBuf,
-    roots_dir: Option<PathBuf>,
+    rendezvous: Option<PathBuf>,
     max_file_bytes: u64,
 }
 
@@ -161,19 +163,20 @@ impl WriterConfig {
         Self {
             root_path: root_path.into(),
             state_dir: state_dir.into(),
-            roots_dir: None,
+            rendezvous: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         }
     }
 
-    /// Where the writers of one root meet whatever their state dirs (the
-    /// root's commit lock and the list of its journal dirs, see
-    /// [`crate::shared`]): a fixed per-user directory, the same for every
-    /// process. Default: `<state_dir>/roots`, which coordinates only the
-    /// writers that share the state dir.
+    /// The machine-wide directory the writers of one root meet in whoever
+    /// runs them (each user's directory in it holds the root's commit lock
+    /// and the list of its journal dirs, see [`crate::rendezvous`] and
+    /// [`crate::shared`]); serverfs-dev gives [`crate::RENDEZVOUS_BASE`].
+    /// Default: the state dir, which coordinates only the writers that
+    /// share it.
     #[must_use]
-    pub fn roots_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.roots_dir = Some(dir.into());
+    pub fn rendezvous(mut self, base: impl Into<PathBuf>) -> Self {
+        self.rendezvous = Some(base.into());
         self
     }
 
@@ -346,7 +349,9 @@ impl Writer {
     ///
     /// # Errors
     /// `INVALID_ARGUMENT` if the state dir is inside the root;
-    /// `INTERNAL_ERROR` if the state dir or the roots dir cannot be used,
+    /// `SERVER_BUSY` if a writer of another user serves the root (see
+    /// [`crate::shared`]);
+    /// `INTERNAL_ERROR` if the state dir or the rendezvous cannot be used,
     /// or an interrupted transaction's journal cannot be read (it is kept;
     /// the tree must be checked before serving writes). Blocks while
     /// another writer of the root commits.
@@ -362,8 +367,8 @@ impl Writer {
         let id = root_id(&root, &config.root_path)?;
         let journals = JournalDir::open(&config.state_dir)?;
         refuse_state_dir_inside(journals.path(), &id)?;
-        let roots = config.roots_dir.unwrap_or_else(|| config.state_dir.join("roots"));
-        let shared = SharedDir::open(&roots, &id)?;
+        let base = config.rendezvous.unwrap_or(config.state_dir);
+        let shared = SharedDir::open(&base, &id)?;
         refuse_state_dir_inside(shared.path(), &id)?;
         let commit_lock = shared.lock_commits()?;
         shared.register(&journals)?;

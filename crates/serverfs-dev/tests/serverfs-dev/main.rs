@@ -21,6 +21,7 @@ mod links;
 mod multi;
 mod patch;
 mod planning;
+mod rendezvous;
 mod sandbox;
 mod startup;
 mod state;

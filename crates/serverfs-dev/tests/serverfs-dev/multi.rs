@@ -4,7 +4,9 @@
 //! one clear refusal; a process SIGKILLed mid-commit again and again while
 //! another keeps working leaves, once settled, a tree that some serial
 //! order of the committed patches explains; and two processes with two
-//! different state dirs on one root never leave a torn tree under kills.
+//! different state dirs, `HOME`s and `XDG_STATE_HOME`s on one root never
+//! leave a torn tree under kills (they meet in the rendezvous, found from
+//! the uid alone).
 //!
 //! `SERVERFS_MULTI_KILLS` sets the number of kills (default 10, what CI
 //! runs; longer runs are done by hand).
@@ -304,7 +306,9 @@ fn marks(tree: &Tree) -> Vec<(usize, String)> {
     set
 }
 
-/// Two servers on one root with two state dirs: K (its own state dir) is
+/// Two servers on one root with two state dirs, two `HOME`s and two
+/// `XDG_STATE_HOME`s (a systemd service and a desktop server of one user):
+/// K (its own state dir and environment) is
 /// SIGKILLed inside its commit of a patch to six files — once its journal
 /// shows the state aimed at (intent, prepared, committed), after a few
 /// scans of the tree — while W (the project's state dir) commits a patch
@@ -314,7 +318,7 @@ fn marks(tree: &Tree) -> Vec<(usize, String)> {
 /// patches — K's wholly or not at all, and W's whenever W reported it
 /// applied.
 #[test]
-fn two_servers_with_two_state_dirs_never_leave_a_torn_tree() {
+fn two_servers_with_two_homes_and_state_dirs_never_leave_a_torn_tree() {
     let kills: usize =
         std::env::var("SERVERFS_MULTI_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     const FILES: usize = 6;
@@ -342,8 +346,10 @@ fn two_servers_with_two_state_dirs_never_leave_a_torn_tree() {
                 .collect()
         })
     };
+    let k_home = p.private.path().join("home-k");
     let start_k = || {
         let mut cmd = p.command_with_state(&k_state);
+        cmd.env("HOME", &k_home).env("XDG_STATE_HOME", k_home.join("xdg"));
         cmd.stderr(std::process::Stdio::null());
         RawStdio::spawn(cmd)
     };

@@ -1,5 +1,5 @@
 //! The state directory against a command, on the real binary:
-//! a state dir (or roots dir) a command can reach is refused at start; a
+//! a state dir (or rendezvous) a command can reach is refused at start; a
 //! command that locks everything it can open there freezes no writer of
 //! the root (through the real bash tool, in the real sandbox); and what it
 //! holds never keeps a torn patch unsettled at the next start.
@@ -59,13 +59,15 @@ done 2>/dev/null; echo READY
 }
 
 fn is_root() -> bool {
-    std::fs::metadata("/proc/self").unwrap().uid() == 0
+    euid() == 0
 }
 
 /// Every place a command could reach the writer's state: the state dir
-/// and the roots dir (`XDG_STATE_HOME`).
-fn state_places(p: &Project) -> [std::path::PathBuf; 2] {
-    [p.state(), p.xdg()]
+/// and the root's directory in the rendezvous of `uid`'s servers.
+fn state_places(p: &Project, uid: u32) -> [std::path::PathBuf; 2] {
+    let root = std::fs::metadata(p.root()).unwrap();
+    let key = format!("{:x}.{:x}", root.dev(), root.ino());
+    [p.state(), Path::new(&format!("/var/tmp/serverfs-roots.{uid}")).join(key)]
 }
 
 #[test]
@@ -118,31 +120,38 @@ fn a_state_dir_commands_can_reach_is_refused_at_start() {
         &state(reached.path()),
         "SERVERFS_STATE_DIR (--state-dir): it is below the commands' TMPDIR parent",
     );
-    // The roots dir (each root's commit lock) too: it comes from
-    // XDG_STATE_HOME, whatever --state-dir says.
+    // The rendezvous (each root's commit lock) comes from neither HOME nor
+    // XDG_STATE_HOME: below /tmp they change nothing with --state-dir.
     let out = p
         .command()
         .env("XDG_STATE_HOME", under_tmp.path())
+        .env("HOME", under_tmp.path())
         .arg("--stdio")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The rendezvous made command-writable: refused, naming it.
+    let out = p
+        .command()
+        .args(["--command-writable", "/var/tmp", "--stdio"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("XDG_STATE_HOME (else HOME;") && stderr.contains("below /tmp"),
+        stderr.contains("the servers' rendezvous directory /var/tmp/serverfs-roots.")
+            && stderr.contains("/var/tmp is below a --command-writable path"),
         "{stderr}"
     );
-    // And a state dir out of reach starts.
-    let out = p.command().arg("--stdio").stdin(Stdio::null()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A command in a shell session (the real sandbox; as `nobody` when the
 /// test runs as root, so the command holds no capability) opens and locks
-/// whatever it can in the state and roots dirs and keeps it; the root's
-/// commit lock is out of its reach, and both its own server and a second
-/// server with another state dir keep writing.
+/// whatever it can in the state dir and the rendezvous and keeps it; the
+/// root's commit lock and presence file are out of its reach, and both its
+/// own server and a second server with another state dir keep writing.
 #[test]
 fn a_command_cannot_freeze_the_writers_of_its_root() {
     let p = Project::new();
@@ -161,15 +170,15 @@ fn a_command_cannot_freeze_the_writers_of_its_root() {
 
     let opened = a.call(call(3, "shell_open", json!({})));
     let session = opened["result"]["structuredContent"]["session_id"].clone();
-    let [state, xdg] = state_places(&p);
+    let [state, meet] = state_places(&p, if is_root() { 65534 } else { euid() });
     // Metadata first: the lock made readable, the state dir closed to its
     // server (the sandbox's read-only view refuses both, whoever owns them).
-    let lock = commit_lock(&xdg);
+    let lock = meet.join("commit.lock");
     let script = format!(
         "chmod 644 '{}'; echo chmod-lock=$?; chmod 0 '{}'; echo chmod-state=$?\n{}",
         lock.display(),
         state.display(),
-        lock_everything(&[&state, &state2, &xdg], true)
+        lock_everything(&[&state, &state2, &meet], true)
     );
     let answer = a.call(call(4, "shell_write", json!({"session_id": session, "input": script})));
     assert_eq!(answer["result"]["isError"], false, "{answer}");
@@ -183,12 +192,15 @@ fn a_command_cannot_freeze_the_writers_of_its_root() {
         output.push_str(read["result"]["structuredContent"]["output"].as_str().unwrap());
         offset = read["result"]["structuredContent"]["next_offset"].as_u64().unwrap();
     }
-    let lock_lines: Vec<&str> = output.lines().filter(|l| l.ends_with("/commit.lock")).collect();
-    assert!(
-        lock_lines.contains(&&*format!("NO-R {}", commit_lock(&xdg).display()))
-            && lock_lines.iter().all(|l| l.starts_with("NO-")),
-        "the command reached the commit lock: {lock_lines:?}\n{output}"
-    );
+    for file in ["commit.lock", "present"] {
+        let lines: Vec<&str> =
+            output.lines().filter(|l| l.ends_with(&format!("/{file}"))).collect();
+        assert!(
+            lines.contains(&&*format!("NO-R {}", meet.join(file).display()))
+                && lines.iter().all(|l| l.starts_with("NO-")),
+            "the command reached {file}: {lines:?}\n{output}"
+        );
+    }
     assert!(output.contains("chmod-lock=1\n") && output.contains("chmod-state=1\n"), "{output}");
     assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o200);
     eprintln!("the command, holding what it could:\n{output}");
@@ -209,16 +221,13 @@ fn a_command_cannot_freeze_the_writers_of_its_root() {
     b.finish();
 }
 
-/// The one commit lock of the project's root, below `xdg`.
-fn commit_lock(xdg: &Path) -> std::path::PathBuf {
-    let roots = xdg.join("serverfs-dev/roots");
-    let key = std::fs::read_dir(&roots).unwrap().next().unwrap().unwrap().path();
-    key.join("commit.lock")
+fn euid() -> u32 {
+    std::fs::metadata("/proc/self").unwrap().uid()
 }
 
 /// A server is SIGKILLed inside a multi-file commit; a process of the same
 /// user (without capabilities, as a command is) then opens and locks
-/// everything it can in the state and roots dirs and keeps it; the next
+/// everything it can in the state dir and the rendezvous and keeps it; the next
 /// start still settles the torn patch, wholly before or after, at once.
 #[test]
 fn a_held_lock_never_keeps_a_torn_patch_unsettled() {
@@ -267,7 +276,7 @@ fn a_held_lock_never_keeps_a_torn_patch_unsettled() {
         assert!(tries < 50, "no kill landed inside a commit");
     }
 
-    let [state, xdg] = state_places(&p);
+    let [state, meet] = state_places(&p, euid());
     let mut holder = if is_root() {
         let mut c = Command::new("setpriv");
         c.args(["--bounding-set=-all", "--inh-caps=-all", "--", "bash", "-c"]);
@@ -278,7 +287,7 @@ fn a_held_lock_never_keeps_a_torn_patch_unsettled() {
         c
     };
     // It keeps what it holds until killed (also when the test fails).
-    let script = lock_everything(&[&state, &xdg], false) + "exec sleep 600\n";
+    let script = lock_everything(&[&state, &meet], false) + "exec sleep 600\n";
     let mut holder =
         Holder(holder.arg(script).stdout(Stdio::piped()).stdin(Stdio::null()).spawn().unwrap());
     let mut output = String::new();

@@ -255,16 +255,12 @@ esac
 case $root in
   *[!A-Za-z0-9._/@+-]*) die "--root may only contain letters, digits and . _ / @ + - (it goes into a unit file)" ;;
 esac
-# The unit has PrivateTmp=yes: the service sees a /tmp of its own, empty,
-# so a root under /tmp or /var/tmp would be a different, empty directory.
+# The unit gives the service a /tmp of its own, empty (TemporaryFileSystem=),
+# so a root under /tmp would be a different, empty directory.
 case $root in
-  /tmp|/tmp/*) private_tmp=/tmp ;;
-  /var/tmp|/var/tmp/*) private_tmp=/var/tmp ;;
-  *) private_tmp= ;;
+  /tmp|/tmp/*)
+    note "WARNING: --root $root is under /tmp; the unit gives the service a /tmp of its own (TemporaryFileSystem=/tmp), so it would see an empty private directory there, not this one; use a directory outside /tmp" ;;
 esac
-if [ -n "$private_tmp" ]; then
-  note "WARNING: --root $root is under $private_tmp; the unit has PrivateTmp=yes, so the service would see an empty private directory there, not this one; use a directory outside /tmp and /var/tmp"
-fi
 case $root in
   ''|/|/etc|/etc/*|/usr|/usr/*|/bin|/sbin|/lib|/lib64|/boot|/boot/*|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/run|/var/lib/serverfs-dev|/var/lib/serverfs-dev/*)
     die "--root $root is a system directory; use a project directory" ;;

@@ -7,7 +7,7 @@
 //! log.
 
 use serverfs_supervisor::protocol::ViewProbe;
-use serverfs_supervisor::{SandboxConfig, probe_confine, probe_sandbox};
+use serverfs_supervisor::{Network, SandboxConfig, probe_confine, probe_sandbox};
 
 use crate::launch::{Supervisor, adopt_orphans, sweep_stale_tmpdirs};
 
@@ -57,6 +57,9 @@ pub enum StartupError {
     /// The view of the file system could not be built (a supervisor's
     /// words).
     View(String),
+    /// Commands on the network by allowlist cannot get the network
+    /// namespace they need (the view's probe says why).
+    Network(String),
     /// The seccomp filter cannot be built or installed.
     Seccomp(serverfs_supervisor::Error),
 }
@@ -64,7 +67,11 @@ pub enum StartupError {
 impl StartupError {
     /// The setting the error is about, when one decides it (exit 2).
     pub fn setting(&self) -> Option<&'static str> {
-        matches!(self, Self::Sandbox(_)).then_some("SERVERFS_SANDBOX")
+        match self {
+            Self::Sandbox(_) => Some("SERVERFS_SANDBOX"),
+            Self::Network(_) => Some("SERVERFS_COMMAND_NETWORK_ALLOW"),
+            _ => None,
+        }
     }
 }
 
@@ -80,12 +87,18 @@ impl std::fmt::Display for StartupError {
                 "cannot confine commands (mount namespace): cannot start the supervisor: {e}"
             ),
             Self::View(why) => write!(f, "cannot confine commands (mount namespace): {why}"),
+            Self::Network(why) => write!(
+                f,
+                "commands cannot get a network namespace of their own here, and without one they would have the host's network ({why}); leave the setting out (and use SERVERFS_COMMAND_NETWORK=off or on), or run where the kernel allows user and network namespaces"
+            ),
             Self::Seccomp(e) => write!(f, "cannot confine commands (seccomp): {e}"),
         }
     }
 }
 
 impl std::error::Error for StartupError {}
+
+const ALLOWLIST: &str = "by allowlist: a network namespace of its own per command, loopback only, the server's proxy its only way out";
 
 const OWN_VIEW: &str = "own mount namespace: read-only outside the writable paths, other commands' TMPDIRs hidden, own /dev/shm";
 
@@ -119,8 +132,16 @@ pub fn check_confinement(
             sandbox.pin_identities().map_err(StartupError::Sandbox)?;
             let active = probe_sandbox(sandbox).map_err(StartupError::Sandbox)?;
             notices.push(Notice::info("sandbox", active.to_string()));
-            let view = supervisor.probe_view(sandbox)?;
+            let view = match supervisor.probe_view(sandbox) {
+                Err(StartupError::View(why)) if sandbox.network == Network::Proxy => {
+                    return Err(StartupError::Network(why));
+                }
+                probed => probed?,
+            };
             sandbox.view = Some(view);
+            if sandbox.network == Network::Proxy {
+                notices.push(Notice::info("sandbox_network", ALLOWLIST));
+            }
             notices.push(match view {
                 ViewProbe::OwnWithProc => Notice::info(
                     "sandbox_view",

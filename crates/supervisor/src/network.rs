@@ -3,8 +3,9 @@
 //!
 //! - [`Network::On`]: the host's network, as the server's.
 //! - [`Network::Off`]: no socket but a Unix one (the seccomp filter), no TCP
-//!   `bind`/`connect` (Landlock ABI 4+), and, where the view could be built,
-//!   a network namespace of its own with nothing in it (not even loopback).
+//!   `bind`/`connect` (Landlock ABI 4+), and, where the view could be built
+//!   and the kernel gives one, a network namespace of its own with nothing
+//!   in it (not even loopback).
 //! - [`Network::Proxy`]: a network namespace of its own with loopback only,
 //!   in which the supervisor listens on [`PROXY_ADDR`] before the command
 //!   starts and hands the listening socket to the server: the server's proxy
@@ -84,11 +85,16 @@ impl Network {
     pub(crate) fn enter(self) -> Result<Option<TcpListener>, Error> {
         match self {
             Self::On => Ok(None),
-            Self::Off => {
-                crate::mounts::unshare(rustix::thread::UnshareFlags::NEWNET)
-                    .map_err(|e| Error::os("network namespace", e))?;
-                Ok(None)
-            }
+            // A bonus beside the seccomp filter and Landlock, which refuse
+            // every socket but a Unix one anyway: where the kernel refuses
+            // the namespace (the user's used up, say), commands go without.
+            Self::Off => match crate::mounts::unshare(rustix::thread::UnshareFlags::NEWNET) {
+                Ok(())
+                | Err(Errno::PERM | Errno::ACCESS | Errno::INVAL | Errno::NOSPC | Errno::USERS) => {
+                    Ok(None)
+                }
+                Err(e) => Err(Error::os("network namespace", e)),
+            },
             Self::Proxy => {
                 crate::mounts::unshare(rustix::thread::UnshareFlags::NEWNET)
                     .map_err(|e| Error::os("network namespace", e))?;

@@ -257,3 +257,40 @@ fn a_view_found_at_start_is_never_silently_missing() {
         assert!(!root.join("ran").exists(), "the command ran without the view ({view})");
     }
 }
+
+/// Fail closed for the network too: a supervisor of a command on the
+/// network by allowlist that cannot make the command's network namespace
+/// (the user's used up: `max_net_namespaces` 0) refuses to start it, never
+/// runs it with the host's network. Control: the same place, the network
+/// on, runs it.
+#[test]
+fn a_command_on_the_allowlist_never_runs_without_its_network_namespace() {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let dir = outside_tmp();
+    let root = dir.path();
+    let start = |network: Option<&str>| {
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--user", "--map-root-user", "sh", "-c"])
+            .arg("echo 0 > /proc/sys/user/max_net_namespaces && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"))
+            .arg(concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION")))
+            .arg("--landlock")
+            .arg(root);
+        cmd.args(network);
+        cmd.args(["run", "touch ran"]).current_dir(root);
+        cmd.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+        let status = cmd.status().unwrap();
+        drop(cmd);
+        let mut line = String::new();
+        ours.read_to_string(&mut line).unwrap();
+        (status.code(), line)
+    };
+    assert_eq!(start(None), (Some(0), "exit 0\n".to_owned()), "control");
+    assert!(root.join("ran").exists(), "control: the command ran");
+    std::fs::remove_file(root.join("ran")).unwrap();
+    assert_eq!(start(Some("--network-proxy")), (Some(1), "error sandbox\n".to_owned()));
+    assert!(!root.join("ran").exists(), "the command ran without its network namespace");
+}

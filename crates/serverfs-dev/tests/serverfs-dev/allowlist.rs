@@ -253,3 +253,38 @@ fn bad_allowlists_are_refused_at_start() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// Where the kernel refuses commands a network namespace (here a user
+/// namespace whose `max_net_namespaces` is 0), the allowlist refuses to
+/// start — commands would otherwise have the host's network — with one
+/// line naming the setting (exit 2). Control: `--command-network off`
+/// starts there (its namespace is a bonus beside seccomp and Landlock).
+#[test]
+fn without_a_network_namespace_the_allowlist_refuses_to_start() {
+    let p = Project::new();
+    let start = |network: &[&str]| {
+        let server = p.command();
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--user", "--map-root-user", "sh", "-c"])
+            .arg("echo 0 > /proc/sys/user/max_net_namespaces && exec \"$@\"")
+            .arg("sh")
+            .arg(server.get_program())
+            .args(server.get_args())
+            .args(network)
+            .arg("--stdio")
+            .env("XDG_STATE_HOME", p.xdg())
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    let refused = start(&["--command-network-allow", "127.0.0.1:1"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    let line = stderr.lines().last().unwrap();
+    assert!(
+        line.starts_with("serverfs-dev: config error: SERVERFS_COMMAND_NETWORK_ALLOW")
+            && line.contains("commands cannot get a network namespace of their own here"),
+        "{stderr}"
+    );
+    let control = start(&["--command-network", "off"]);
+    assert_eq!(control.status.code(), Some(0), "{}", String::from_utf8_lossy(&control.stderr));
+}

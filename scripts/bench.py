@@ -794,8 +794,8 @@ def dev_diff() -> str:
 class DevStdio(RawStdio):
     """RawStdio for serverfs-dev (one --root instead of workdirs)."""
 
-    def __init__(self, binary: str, root: Path, state: Path, errlog) -> None:
-        self.spawn([binary, "--stdio", "--root", str(root), "--state-dir", str(state)], errlog)
+    def __init__(self, binary: str, root: Path, state: Path, errlog, extra: list[str] = ()) -> None:
+        self.spawn([binary, "--stdio", "--root", str(root), "--state-dir", str(state), *extra], errlog)
 
     def spawn(self, cmd: list[str], errlog, env: dict[str, str] | None = None) -> None:
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env)
@@ -964,7 +964,7 @@ def run_dev(a: argparse.Namespace) -> int:
     log(f"bench: uptime before: {before}")
     errlog = open(out / "server.log", "w")
     dc_log = open(out / "desktop-commander.log", "w")
-    server = DevStdio(binary, root, state, errlog)
+    server = DevStdio(binary, root, state, errlog, a.dev_arg or [])
     dc = DcStdio(dc_entry, dc_root, tmp / "dc-home", dc_log) if dc_entry else None
     expected = DEV_SOURCE.replace("compute(11);", "compute(11) + 1;").replace(
         "compute(151);", "compute(151) + 1;").replace("compute(281);", "compute(281) + 1;")
@@ -1123,6 +1123,8 @@ def main() -> int:
     ap.add_argument("--wrk-seconds", type=int, help="seconds per wrk run (default 10, --quick 3)")
     ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1-D3 only (--only D1,D3 to pick)")
     ap.add_argument("--dev-bin", help="serverfs-dev binary (default target/release/serverfs-dev)")
+    ap.add_argument("--dev-arg", action="append", help="one more argument for serverfs-dev (repeat), "
+                    "e.g. --dev-arg=--command-network-allow=127.0.0.1:8080")
     ap.add_argument("--no-dc", action="store_true", help="--dev without Desktop Commander (no node/npm needed)")
     ap.add_argument("--syntax", action="store_true", help="P1 only: serverfs-syntax parse time per language")
     a = ap.parse_args()

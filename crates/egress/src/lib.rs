@@ -163,3 +163,21 @@ impl Egress {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_s_own_address_is_recognised_also_behind_the_unspecified_one() {
+        let mut egress = Egress::new(Allowlist::default());
+        egress.refuse_own("127.0.0.1:8080".parse().unwrap());
+        egress.refuse_own("0.0.0.0:9090".parse().unwrap());
+        assert!(egress.is_own("127.0.0.1:8080".parse().unwrap()));
+        assert!(!egress.is_own("127.0.0.1:8081".parse().unwrap()));
+        // Every address of this machine is 0.0.0.0's: loopback is one.
+        assert!(egress.is_own("127.0.0.1:9090".parse().unwrap()));
+        // An address no interface here has (documentation range) is not.
+        assert!(!egress.is_own("192.0.2.1:9090".parse().unwrap()));
+    }
+}

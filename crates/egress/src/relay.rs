@@ -283,6 +283,9 @@ async fn forward(
         return text(StatusCode::BAD_GATEWAY, format!("serverfs: {target}: handshake failed\n"));
     };
     let origin = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    // The host the request was allowed for is the one it reaches: a Host
+    // header naming another site on the same address (a CDN) is replaced.
+    let host = request.uri().authority().map(|a| a.as_str().to_owned());
     match origin.parse() {
         Ok(uri) => *request.uri_mut() = uri,
         Err(_) => {
@@ -292,6 +295,12 @@ async fn forward(
     let headers = request.headers_mut();
     for hop in ["proxy-connection", "proxy-authorization", "keep-alive", "te", "upgrade"] {
         headers.remove(hop);
+    }
+    match host.as_deref().map(hyper::header::HeaderValue::from_str) {
+        Some(Ok(host)) => {
+            headers.insert(hyper::header::HOST, host);
+        }
+        _ => return text(StatusCode::BAD_REQUEST, "serverfs: bad request target\n".to_owned()),
     }
     let stop = command.stop.clone();
     let watched = Arc::clone(&meter);

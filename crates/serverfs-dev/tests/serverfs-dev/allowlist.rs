@@ -19,8 +19,8 @@ const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: cl
 
 /// A one-answer-per-connection HTTP server on loopback: for each
 /// connection it reads the request head, answers [`RESPONSE`] and closes;
-/// the receiver gets how many bytes each request was.
-fn upstream() -> (u16, mpsc::Receiver<usize>) {
+/// the receiver gets each request head.
+fn upstream() -> (u16, mpsc::Receiver<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (tx, rx) = mpsc::channel();
@@ -36,7 +36,7 @@ fn upstream() -> (u16, mpsc::Receiver<usize>) {
                 }
             }
             let _ = stream.write_all(RESPONSE);
-            let _ = tx.send(head.len());
+            let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
         }
     });
     (port, rx)
@@ -84,7 +84,7 @@ async fn each_connection_is_an_audit_line_and_a_refusal_is_in_the_answer() {
     let allowed = bash(&alice, &format!("curl -sS http://127.0.0.1:{port}/x")).await;
     assert_eq!(allowed["stdout"], "hello\n", "{allowed}");
     assert!(allowed.get("network").is_none(), "{allowed}");
-    let request_bytes = requests.recv().unwrap();
+    let request_bytes = requests.recv().unwrap().len();
 
     let refused = bash(&bob, &format!("curl -sS http://127.0.0.1:{unlisted}/x")).await;
     let why = format!("127.0.0.1:{unlisted} (not in --command-network-allow)");
@@ -133,7 +133,7 @@ async fn each_connection_is_an_audit_line_and_a_refusal_is_in_the_answer() {
 /// and as nobody.
 async fn names_lead_only_to_public_addresses(nobody: bool) {
     let p = Project::new();
-    let (port, _requests) = upstream();
+    let (port, requests) = upstream();
     let allow = format!("localhost:{port},127.0.0.1:{port}");
     let mut cmd =
         if nobody { p.command_as_nobody() } else { tokio::process::Command::from(p.command()) };
@@ -151,6 +151,15 @@ async fn names_lead_only_to_public_addresses(nobody: bool) {
     );
     let literal = bash(&client, &format!("curl -sS http://127.0.0.1:{port}/x")).await;
     assert_eq!(literal["stdout"], "hello\n", "{literal}");
+    // The site it reaches is the one allowed, whatever Host the request
+    // names (another site behind the same address, a CDN's).
+    let fronted =
+        bash(&client, &format!("curl -sS -H 'Host: evil.example' http://127.0.0.1:{port}/x")).await;
+    assert_eq!(fronted["stdout"], "hello\n", "{fronted}");
+    requests.recv().unwrap(); // the literal one's
+    let last = requests.recv().unwrap().to_ascii_lowercase();
+    assert!(last.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")), "{last}");
+    assert!(!last.contains("evil.example"), "{last}");
     // Around the proxy: no route, and Landlock's TCP rule besides.
     let direct = bash(&client, &format!("curl -sS --noproxy '*' http://127.0.0.1:{port}/x")).await;
     assert_ne!(direct["exit_code"], 0, "{direct}");

@@ -18,6 +18,7 @@ mod crash;
 mod files;
 mod links;
 mod multi;
+mod network;
 mod patch;
 mod planning;
 mod sandbox;

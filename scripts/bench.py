@@ -3,7 +3,7 @@
 
     python3 scripts/bench.py [--quick] [--bin PATH [--bin PATH2 ...]] [--build] [--only S1,S5,...]
                              [--client sdk|raw] [--reps N] [--calls N] [--wrk-seconds N]
-    python3 scripts/bench.py --dev [--quick] [--dev-bin PATH] [--no-dc] [--only D1,D2,D3] [--calls N]
+    python3 scripts/bench.py --dev [--quick] [--dev-bin PATH] [--no-dc] [--only D1,D2,D3,D4] [--calls N] [--reps N]
     python3 scripts/bench.py --syntax [--reps N]
 
 First run: installs what is missing with apt-get (linux-source, ripgrep, wrk, time; as
@@ -42,7 +42,7 @@ calls, timed from spawn to exit of the whole pipeline as a shell would.
   S9  list_directory first page (limit 500, sorted) of the 100k-entry directory  vs  ls -f
 
 serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only these, --only D1,D3
-to pick): each beside its raw tool, spawned directly by this script, and beside Desktop Commander
+to pick): D1-D3 each beside its raw tool, spawned directly by this script, and beside Desktop Commander
 (npm @wonderwhy-er/desktop-commander, pinned DC_VERSION, installed with npm into bench-data/ on
 first use; its own HOME, telemetry off, no network), all three over the same kind of pipe (raw
 JSON-RPC over stdio for both servers), interleaved in one loop whose order turns each round, the next
@@ -51,8 +51,14 @@ contender starting once the server that just answered uses no CPU; median and p9
   D2  apply_patch of a typical 3-hunk edit (fresh copy of a 300-line file each time)  vs
       `git apply` of the same change as a unified diff  vs  DC edit_block x3 (one per hunk)
   D3  read_file of 200 lines (101-300 of 1000)  vs  sed -n 101,300p  vs  DC read_file (offset, length)
+  D4  a 50 MiB download from a local HTTP server (tests/net/fixtures.py --big-mb 50): curl in
+      serverfs-dev's bash tool through the command network proxy (a second server started with
+      --command-network-allow 127.0.0.1:PORT, the literal address), beside the same curl run directly
+      on the host, interleaved, --reps times (default 10, --quick 3); wall time per call and curl's own
+      transfer time, and the speed ratio (direct time / proxied time, issue 35's target >= 0.8).
+      Needs a serverfs-dev with --command-network-allow (skipped, and said, without it).
   Every answer is checked against its anchor: exit 0 and a finished process; the same bytes
-  after the edit; the same 200 lines. --no-dc leaves DC out (no node/npm needed).
+  after the edit; the same 200 lines; all 50 MiB downloaded. --no-dc leaves DC out (no node/npm needed).
 
 The syntax check of apply_patch and write_file (--syntax; needs only cargo): builds
 crates/syntax/examples/parse_time.rs (release) and runs it in this process's place:
@@ -942,6 +948,80 @@ def run_syntax(a: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+NET_FIXTURES = REPO / "tests/net/fixtures.py"
+BIG_MB = 50
+
+
+def run_download(a: argparse.Namespace, binary: str, tmp: Path, state: Path, out: Path,
+                 problems: Problems) -> dict | None:
+    """D4: 50 MiB over HTTP from tests/net/fixtures.py, curl through serverfs-dev's proxy vs curl directly."""
+    help_text = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+    if "--command-network-allow" not in help_text:
+        log(f"bench: D4 skipped: {binary} has no --command-network-allow (issue 35 not in this binary)")
+        return None
+    reps = a.reps or (3 if a.quick else 10)
+    fixtures = subprocess.Popen([sys.executable, str(NET_FIXTURES), str(tmp / "net"), "--big-mb", str(BIG_MB)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(out / "fixtures.log", "w"))
+    try:
+        info = json.loads(fixtures.stdout.readline())
+        url = f"http://127.0.0.1:{info['http']}{info['big']}"
+        size = BIG_MB << 20
+        root = tmp / "net-root"
+        root.mkdir()
+        errlog = open(out / "server-d4.log", "w")
+        server = DevStdio.__new__(DevStdio)
+        server.spawn([binary, "--stdio", "--root", str(root), "--state-dir", str(state),
+                      "--command-network-allow", f"127.0.0.1:{info['http']}"], errlog)
+        # -w: bytes and curl's own transfer time; the proxy comes from the command's environment
+        curl = ["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{time_total}", url]
+
+        def ours() -> tuple[bool, float]:
+            r = server.tool("bash", {"command": shlex.join(curl), "timeout_seconds": 600})
+            sc = r.get("structuredContent") or {}
+            text = json.dumps(r)
+            got = sc.get("stdout", "").split()
+            ok = (not r.get("isError") and sc.get("exit_code") == 0 and "network: refused" not in text
+                  and len(got) == 2 and int(got[0]) == size)
+            return ok, float(got[1]) if len(got) == 2 else 0.0
+
+        def direct() -> tuple[bool, float]:
+            # the host's own environment, without any proxy
+            env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+            r = subprocess.run(curl, capture_output=True, text=True, env=env)
+            got = r.stdout.split()
+            return r.returncode == 0 and len(got) == 2 and int(got[0]) == size, float(got[1]) if len(got) == 2 else 0.0
+
+        contenders = [("serverfs-dev bash (proxy)", ours), ("curl direct", direct)]
+        for label, fn in contenders:  # warm-up (page cache, the server's first command), checked
+            problems.check(fn()[0], f"D4 {label}: download failed or incomplete")
+        wall: dict[str, list[float]] = {label: [] for label, _ in contenders}
+        xfer: dict[str, list[float]] = {label: [] for label, _ in contenders}
+        for i in range(reps):
+            for label, fn in contenders[i % 2:] + contenders[:i % 2]:
+                t, (ok, transfer) = timed(fn)
+                problems.check(ok, f"D4 {label}: download failed or incomplete (rep {i + 1})")
+                wall[label].append(t)
+                xfer[label].append(transfer)
+                wait_quiet(server.pid)
+        asyncio.run(server.close())
+        errlog.close()
+    finally:
+        fixtures.stdin.close()
+        fixtures.terminate()
+        fixtures.wait(timeout=30)
+    proxied, plain = (label for label, _ in contenders)
+    p, pw, d, dw = xfer[proxied], wall[proxied], xfer[plain], wall[plain]
+    row = dict(scenario="D4", what=f"download {BIG_MB} MiB over HTTP (local server)", calls=reps,
+               raw="curl direct", dc=None,
+               times={"serverfs-dev": {"median_s": med(pw), "p99_s": p99(pw), "s": pw},
+                      "curl direct": {"median_s": med(dw), "p99_s": p99(dw), "s": dw}},
+               transfer={"proxy_s": p, "direct_s": d, "speed_ratio": med(d) / med(p) if med(p) else None})
+    log(f"  D4: through the proxy {fmt_s(med(pw))} (curl's transfer {fmt_s(med(p))}, "
+        f"{size / med(p) / 2**20:.0f} MiB/s); direct {fmt_s(med(dw))} (transfer {fmt_s(med(d))}, "
+        f"{size / med(d) / 2**20:.0f} MiB/s); speed ratio {med(d) / med(p):.2f}")
+    return row
+
+
 def run_dev(a: argparse.Namespace) -> int:
     """D1-D3 for serverfs-dev, each beside its raw tool and Desktop Commander in the same loop."""
     binary = a.dev_bin or str(REPO / "target" / "release" / "serverfs-dev")
@@ -1066,6 +1146,11 @@ def run_dev(a: argparse.Namespace) -> int:
         rows.append(dict(scenario=name, what=what, calls=n, raw=raw_label, dc=dc_label if dc else None,
                          times={label: {"median_s": med(t), "p99_s": p99(t), "s": t} for label, t in times.items()}))
         log(f"  {name}: " + "; ".join(f"{label} {fmt_s(med(t))}" for label, t in times.items()))
+    if not a.only or "D4" in a.only:
+        log(f"bench: D4 download {BIG_MB} MiB through the command network proxy vs directly ×{a.reps or (3 if a.quick else 10)}")
+        row = run_download(a, binary, tmp, state, out, problems)
+        if row:
+            rows.append(row)
     rss = vm_hwm_kb(server.pid)
     asyncio.run(server.close())
     if dc:
@@ -1094,6 +1179,12 @@ def run_dev(a: argparse.Namespace) -> int:
         text += (f"| {r['scenario']} {r['what']} ×{r['calls']} | {fmt_s(ours['median_s'])} | {fmt_s(ours['p99_s'])} "
                  f"| {r['raw']} | {fmt_s(raw['median_s'])} | {fmt_s(raw['p99_s'])} | {dc_cells} "
                  f"| {ours['median_s'] / raw['median_s']:.2f}× | {vs_dc} |\n")
+    for r in rows:
+        if "transfer" in r:
+            t = r["transfer"]
+            text += (f"\n{r['scenario']}: curl's own transfer time, median: through the proxy {fmt_s(med(t['proxy_s']))}, "
+                     f"direct {fmt_s(med(t['direct_s']))}; speed ratio (direct time / proxied time) "
+                     f"{t['speed_ratio']:.2f} (issue 35's target: >= 0.8)\n")
     text += ("\nMedians and p99 of wall time per call, all contenders interleaved in one loop (order turning each "
              "round; after a server's answer the next contender waits until that server uses no CPU); every answer checked "
              "against its anchor (D1 exit 0 and a finished process; D2 the same bytes after the edit; D3 the same 200 "
@@ -1121,7 +1212,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="repetitions per scenario (default 5, --quick 2)")
     ap.add_argument("--calls", type=int, help="calls per repetition in S1-S3 (default 500, --quick 100)")
     ap.add_argument("--wrk-seconds", type=int, help="seconds per wrk run (default 10, --quick 3)")
-    ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1-D3 only (--only D1,D3 to pick)")
+    ap.add_argument("--dev", action="store_true", help="serverfs-dev scenarios D1-D4 only (--only D1,D4 to pick)")
     ap.add_argument("--dev-bin", help="serverfs-dev binary (default target/release/serverfs-dev)")
     ap.add_argument("--dev-arg", action="append", help="one more argument for serverfs-dev (repeat), "
                     "e.g. --dev-arg=--command-network-allow=127.0.0.1:8080")

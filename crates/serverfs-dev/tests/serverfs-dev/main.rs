@@ -19,6 +19,7 @@ mod crash;
 mod files;
 mod links;
 mod multi;
+mod network;
 mod patch;
 mod planning;
 mod rendezvous;

@@ -32,6 +32,10 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// refused (431).
 const MAX_HEAD: usize = 16 * 1024;
 
+/// Each direction's buffer in a tunnel: a download moves in 64 KiB
+/// pieces, not tokio's default 8 KiB (fewer wake-ups per megabyte).
+const TUNNEL_BUF: usize = 64 * 1024;
+
 /// What one command's connections share.
 pub(crate) struct Command {
     egress: Arc<Egress>,
@@ -256,7 +260,7 @@ where
 {
     let meter = Arc::clone(&upstream.meter);
     tokio::select! {
-        copied = tokio::io::copy_bidirectional(&mut client, &mut upstream) => match copied {
+        copied = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, TUNNEL_BUF, TUNNEL_BUF) => match copied {
             Ok(_) => "closed",
             Err(_) => "reset",
         },

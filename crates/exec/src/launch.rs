@@ -330,15 +330,16 @@ pub(crate) struct Spawned {
 }
 
 /// A command's own `TMPDIR` (mode 0700, named at random in the server's
-/// own directory of them, `serverfs-cmd-<server pid>` in the server's
-/// temporary directory, mode 0700 too), removed with everything in it when
+/// own directory of them, `serverfs-cmd-<server pid>-<random>` in the
+/// server's temporary directory, mode 0700 too), removed with everything in it when
 /// dropped — after the command's tree is gone. That directory exists only
 /// while a `TMPDIR` is in it (a supervisor started ahead holds one): made
 /// with the first, removed with the last, so a process whose commands and
 /// supervisors have ended leaves nothing in `/tmp`. A server killed while
 /// they live leaves theirs behind; the next start removes them
 /// ([`sweep_stale_tmpdirs`]). In a command's own view of the file system
-/// the others in that directory are invisible (see the mounts module).
+/// the others in that directory are invisible, and so are the directories
+/// of the other servers of this user (see the mounts module).
 pub(crate) struct PrivateTmp(PathBuf);
 
 /// Removes the private `TMPDIR`s that servers no longer running left in the
@@ -378,10 +379,19 @@ pub fn sweep_stale_tmpdirs() -> usize {
 /// may enter; anything else (another user's, a symlink) is refused.
 fn tmpdir_parent() -> Result<&'static Path, FsError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    // Made again after the last TMPDIR took it away: same path.
-    let path = TMPDIR_PARENT.get().cloned().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("{TMPDIR_PARENT_PREFIX}{}", std::process::id()))
-    });
+    // Made again after the last TMPDIR took it away: same path. Named at
+    // random after the pid: no other user can make it first (and so deny
+    // every command), and no command of another server can guess it.
+    let path = match TMPDIR_PARENT.get() {
+        Some(path) => path.clone(),
+        None => {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).map_err(|e| internal("Could not create TMPDIR", e))?;
+            let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let name = format!("{TMPDIR_PARENT_PREFIX}{}-{random}", std::process::id());
+            std::env::temp_dir().join(name)
+        }
+    };
     match std::fs::DirBuilder::new().mode(0o700).create(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -11,8 +11,10 @@
 //!   ACLs and `FS_IOC_SETFLAGS` on anything else fail, whoever owns it.
 //!   Mounts below a writable path are read-only unless writable themselves.
 //! - **Other commands' `TMPDIR`s are gone**: the server keeps them in one
-//!   directory (`serverfs-cmd-<pid>`), which the view covers with an empty
-//!   read-only file system holding only the command's own `TMPDIR`.
+//!   directory (`serverfs-cmd-<pid>-<random>`), which the view covers with
+//!   an empty read-only file system holding only the command's own
+//!   `TMPDIR`; every other server's such directory of the same user is
+//!   covered with an empty one.
 //! - **`/dev/shm` is the command's own** (a fresh tmpfs): POSIX shared
 //!   memory and semaphores of other commands are invisible, and the
 //!   command's are gone when its last process ends. (Not when the root or
@@ -203,7 +205,8 @@ impl View {
         rustix::fs::mkdir(&place, rustix::fs::Mode::RWXU).map_err(|e| fail("TMPDIR mkdir", e))?;
         rustix::mount::mount_bind(format!("/proc/self/fd/{}", own.as_raw_fd()), &place)
             .map_err(|e| fail("TMPDIR bind", e))?;
-        remount(parent, true).map_err(|e| fail("TMPDIR read-only", e))
+        remount(parent, true).map_err(|e| fail("TMPDIR read-only", e))?;
+        hide_other_servers_tmpdirs(parent)
     }
 
     /// Pins the git repositories in the root (see the repos module) so
@@ -265,6 +268,36 @@ impl View {
         }
         Ok(())
     }
+}
+
+/// Covers, beside `own` (this server's directory of `TMPDIR`s), every other
+/// server's of this user in the same temporary directory with an empty
+/// read-only file system: a command reads and plants nothing in another
+/// server's commands' `TMPDIR`s either. (Other users' are theirs alone:
+/// mode 0700. A server started after this view was built is not covered;
+/// its directory's name is random.)
+fn hide_other_servers_tmpdirs(own: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(temp) = own.parent() else { return Ok(()) };
+    let me = rustix::process::geteuid().as_raw();
+    let entries = std::fs::read_dir(temp).map_err(|error| Error::Io { step: "TMPDIRs", error })?;
+    let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // `DirEntry::metadata` does not follow a symlink.
+        let theirs = entry.file_name().as_bytes().starts_with(TMPDIR_PARENT_PREFIX.as_bytes())
+            && path != own
+            && entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if !theirs {
+            continue;
+        }
+        match rustix::mount::mount("tmpfs", &path, "tmpfs", flags, c"mode=0500,size=4k") {
+            // Gone meanwhile (its server's last command ended): nothing to hide.
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(Error::os_at("TMPDIR cover", path, e)),
+        }
+    }
+    Ok(())
 }
 
 /// rustix deprecates its safe `unshare` for `UnshareFlags::FILES` (a

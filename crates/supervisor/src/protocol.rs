@@ -102,7 +102,7 @@ impl Order {
 }
 
 /// The start of the name of the directory that holds a server's private
-/// `TMPDIR`s (`serverfs-cmd-<server pid>`): the server makes it, a
+/// `TMPDIR`s (`serverfs-cmd-<server pid>-<random>`): the server makes it, a
 /// supervisor's view hides the others in it.
 pub const TMPDIR_PARENT_PREFIX: &str = "serverfs-cmd-";
 

@@ -175,13 +175,12 @@ async fn probe_tmpdir_parent() {
     if std::env::var("SERVERFS_TOKEN").is_err() {
         return;
     }
-    let parent = std::path::PathBuf::from(format!("/tmp/serverfs-cmd-{}", std::process::id()));
     let cwd = std::path::Path::new("/");
-    let out =
-        run(spec(&format!("test -d {}", parent.display()), cwd), &CancellationToken::new(), None)
-            .await
-            .unwrap();
-    assert_eq!(out.exit_code, Some(0), "the directory exists while a command runs");
+    let out = run(spec("dirname \"$TMPDIR\"", cwd), &CancellationToken::new(), None).await.unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let parent = std::path::PathBuf::from(out.stdout.trim());
+    let named = format!("/tmp/serverfs-cmd-{}-", std::process::id());
+    assert!(parent.to_str().unwrap().starts_with(&named), "{}", parent.display());
     // The supervisor started ahead for a next command holds a TMPDIR until
     // its Supervisor is dropped, which may finish just after `run`.
     let gone = || async {
@@ -269,8 +268,8 @@ async fn server_death_kills_the_tree() {
     // What a dead server leaves: its directory of TMPDIRs, which the next
     // start of a server of its user sweeps. The probe's user is not ours,
     // so this test removes it (the probe's TMPDIR is /tmp).
-    let left = std::path::PathBuf::from(format!("/tmp/serverfs-cmd-{pid}"));
-    assert!(left.is_dir(), "the dead server's TMPDIRs are not where expected");
+    let left = common::tmpdir_parent_of(pid);
+    let left = left.expect("the dead server's TMPDIRs are not where expected");
     std::fs::remove_dir_all(&left).unwrap();
 }
 

@@ -276,9 +276,10 @@ async fn outside_metadata_and_other_sessions_are_out_of_reach(nobody: bool) {
         ok(&client, "shell_close", json!({"session_id": id})).await;
         client.cancel().await.unwrap();
         // A server that ends cleanly removes its directory of TMPDIRs
-        // (`serverfs-cmd-<its pid>`).
+        // (`serverfs-cmd-<its pid>-<random>`).
         let parent = std::path::Path::new(&tmpdir).parent().unwrap().to_owned();
-        let server = parent.file_name().unwrap().to_str().unwrap().replace("serverfs-cmd-", "");
+        let name = parent.file_name().unwrap().to_str().unwrap();
+        let server = name.strip_prefix("serverfs-cmd-").unwrap().split('-').next().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::path::Path::new(&format!("/proc/{server}")).exists() {
             assert!(Instant::now() < deadline, "the server never ended");
@@ -701,4 +702,58 @@ async fn commands_make_no_namespace_as_nobody() {
     if is_root() {
         commands_make_no_namespace_unless_allowed(true).await;
     }
+}
+
+/// Another server's commands' `TMPDIR`s (same user, another root) are out
+/// of a command's reach: one server's command leaves a file in its
+/// `TMPDIR` and keeps running; a command of a second server started after
+/// it finds that directory empty, and its parent's name is not
+/// `serverfs-cmd-<pid>` alone (a random part follows: nobody makes it
+/// first). Control, by hand: without the covering of other servers'
+/// directories the second command read the file.
+async fn another_server_s_tmpdirs_are_out_of_reach(nobody: bool) {
+    let (a, b) = (Project::new(), Project::new());
+    let first = start(&a, nobody, &[]).await;
+    let t = tag();
+    let running = ok(
+        &first,
+        "bash",
+        json!({"command": format!("echo \"$TMPDIR\"; echo secret > \"$TMPDIR/s\"; sleep 600.{t}"),
+               "yield_after_seconds": 1}),
+    )
+    .await;
+    assert_eq!(running["running"], true, "{running}");
+    let tmpdir = running["stdout"].as_str().unwrap().trim().to_owned();
+    let parent = std::path::Path::new(&tmpdir).parent().unwrap().to_owned();
+    let name = parent.file_name().unwrap().to_str().unwrap().to_owned();
+    let random = name.strip_prefix("serverfs-cmd-").and_then(|r| r.split_once('-')).map(|(_, r)| r);
+    assert!(random.is_some_and(|r| r.len() == 16), "{name}");
+    assert_eq!(std::fs::read_to_string(format!("{tmpdir}/s")).unwrap(), "secret\n");
+
+    let second = start(&b, nobody, &[]).await;
+    let probe = format!(
+        "cat '{tmpdir}/s' 2>/dev/null || echo unread; ls -A '{}' | wc -l; \
+         echo planted > '{tmpdir}/p' 2>/dev/null || echo unplanted",
+        parent.display()
+    );
+    let looked = ok(&second, "bash", json!({ "command": probe })).await;
+    assert_eq!(looked["stdout"], "unread\n0\nunplanted\n", "{looked}");
+    assert!(!std::path::Path::new(&format!("{tmpdir}/p")).exists());
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+    assert_none(&t);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_server_s_tmpdirs_are_out_of_reach_as_the_server_s_user() {
+    another_server_s_tmpdirs_are_out_of_reach(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_server_s_tmpdirs_are_out_of_reach_as_nobody() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: the nobody variant needs setpriv as root; skipped");
+        return;
+    }
+    another_server_s_tmpdirs_are_out_of_reach(true).await;
 }

@@ -197,6 +197,7 @@ fn open_project(config: &Config, transport: &str) -> Result<Project, ConfigError
         &config.state_dir,
         &config.out_of_reach(true),
     )?;
+    serverfs_write::check_root_record("SERVERFS_ROOT", &config.state_dir, &config.root)?;
     let writer_config = WriterConfig::new(&config.root, &config.state_dir)
         .rendezvous(base)
         .max_file_bytes(config.max_file_bytes);

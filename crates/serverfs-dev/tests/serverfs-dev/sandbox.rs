@@ -718,7 +718,7 @@ impl Drop for Unmount {
 /// The rename race above a mount below the root (issue 34): a tmpfs
 /// mounted at `a/m` below the root (writable on the host, not a
 /// `--command-writable` path, so read-only in every command's view),
-/// while a command renames `a` to `b` and back as fast as it can; 12
+/// while a command renames `a` to `b` and back as fast as it can; 40
 /// later commands try to write into the mount at either name: none does
 /// (each finds it read-only, or is refused). Before the view found mounts
 /// by their mount id, it remounted them by their mountinfo path and
@@ -764,7 +764,7 @@ async fn a_rename_race_above_a_mount_leaves_it_read_only(nobody: bool) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let mut answers = Vec::new();
-        for n in 1..=12 {
+        for n in 1..=40 {
             answers.push(call(&client, "bash", json!({"command": write(n)})).await);
         }
         std::fs::write(root.join("stop"), "").unwrap();

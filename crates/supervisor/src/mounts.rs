@@ -50,7 +50,8 @@
 //! changed). Where the kernel refuses the namespaces (a container without
 //! `CAP_SYS_ADMIN`, a distribution that restricts unprivileged user
 //! namespaces), commands share the server's view, as they did before this
-//! layer: Landlock still holds, metadata outside is not covered.
+//! layer: Landlock still holds, metadata outside is not covered, and the
+//! host's `/dev/pts` is theirs to open.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;

@@ -44,6 +44,10 @@ pub enum Error {
     /// The root or a writable or readable path leads elsewhere (or
     /// nowhere) than at the server's start: moved, or replaced.
     Moved(PathBuf),
+    /// A writable mount of the view kept being missed at its path (a
+    /// directory above it renamed meanwhile, say): the view cannot be made
+    /// read-only. Where it was last seen.
+    Unreachable(PathBuf),
 }
 
 impl Error {
@@ -81,6 +85,11 @@ impl std::fmt::Display for Error {
                 "{} is not the directory it was at the server's start (moved or replaced)",
                 path.display()
             ),
+            Self::Unreachable(path) => write!(
+                f,
+                "the mount at {} cannot be made read-only: its path keeps leading elsewhere (a directory above it renamed meanwhile?)",
+                path.display()
+            ),
         }
     }
 }
@@ -96,7 +105,8 @@ impl std::error::Error for Error {
             | Self::UnknownCapability(_)
             | Self::ProbePanicked
             | Self::ProxyWithoutNamespaces
-            | Self::Moved(_) => None,
+            | Self::Moved(_)
+            | Self::Unreachable(_) => None,
         }
     }
 }

@@ -41,6 +41,7 @@ mod error;
 mod mounts;
 pub mod network;
 pub mod protocol;
+mod read_only;
 mod repos;
 mod sandbox;
 mod supervise;

@@ -5,11 +5,21 @@
 //! removing files, not their metadata; a read-only mount refuses that too
 //! (`EROFS`). So in a command's view:
 //!
-//! - **Every mount is read-only** (`/`, `/proc`, `/sys`, `/dev`, …) but
-//!   the root, `/tmp`, `/dev/pts` and the `--command-writable` paths, bound
-//!   back as they were: `chmod`, `chown`, `utimensat`, extended attributes,
+//! - **Every mount is read-only** (`/`, `/proc`, `/sys`, `/dev`, …), each
+//!   found by its mount id, not by a path a command can move (see the
+//!   read_only module): a mount that cannot be made read-only fails the
+//!   view, and the command is refused, unless no command can reach it
+//!   either. Then the root, `/tmp` and the `--command-writable` paths are
+//!   bound back as they were, each from the object checked to be what it
+//!   was at the server's start, with no path looked up between the check
+//!   and the bind: `chmod`, `chown`, `utimensat`, extended attributes,
 //!   ACLs and `FS_IOC_SETFLAGS` on anything else fail, whoever owns it.
 //!   Mounts below a writable path are read-only unless writable themselves.
+//! - **Terminals are the command's own**: a `/dev/pts` instance of its own
+//!   (`newinstance`), `/dev/ptmx` bound to its `ptmx`. A command opens new
+//!   terminals (`script`, Python's `pty`), but none it did not open: the
+//!   server's, the user's (`/dev/pts/N`, where it could write on the
+//!   user's screen) and other commands' are not there.
 //! - **Other commands' `TMPDIR`s are gone**: the server keeps them in one
 //!   directory (`serverfs-cmd-<pid>-<random>`), which the view covers with
 //!   an empty read-only file system holding only the command's own
@@ -42,25 +52,27 @@
 //! changed). Where the kernel refuses the namespaces (a container without
 //! `CAP_SYS_ADMIN`, a distribution that restricts unprivileged user
 //! namespaces), commands share the server's view, as they did before this
-//! layer: Landlock still holds, metadata outside is not covered.
+//! layer: Landlock still holds, metadata outside is not covered, and the
+//! host's `/dev/pts` is theirs to open.
 
-use std::ffi::OsString;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{StatVfsMountFlags, statvfs};
+use rustix::fs::{Mode, OFlags, StatVfsMountFlags, statvfs};
 use rustix::io::Errno;
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
 use crate::Error;
 use crate::protocol::TMPDIR_PARENT_PREFIX;
+use crate::read_only;
 use crate::sandbox::SandboxConfig;
 
-/// Paths bound back writable beside the root and `--command-writable`
-/// (the directories of the sandbox's always-writable list; its devices are
-/// special files, which a read-only mount does not stop).
-const BOUND_BACK: [&str; 2] = ["/tmp", "/dev/pts"];
+/// The path bound back writable beside the root and `--command-writable`
+/// (the one directory of the sandbox's always-writable list but `/dev/shm`
+/// and `/dev/pts`, which the view makes anew; its devices are special
+/// files, which a read-only mount does not stop).
+const BOUND_BACK: &str = "/tmp";
 
 /// A supervisor's own view, entered.
 pub(crate) struct View {
@@ -81,7 +93,7 @@ impl View {
     pub(crate) fn enter(sandbox: &SandboxConfig) -> Result<Option<Self>, Error> {
         let mut writable: Vec<PathBuf> = std::iter::once(sandbox.root.clone())
             .chain(sandbox.writable.iter().cloned())
-            .chain(BOUND_BACK.iter().map(PathBuf::from))
+            .chain(std::iter::once(PathBuf::from(BOUND_BACK)))
             .collect();
         // A fresh /dev/shm would hide a root or writable path below it:
         // then the host's is bound back instead (and shared, as before).
@@ -99,6 +111,7 @@ impl View {
             .iter()
             .map(|p| statvfs(p).is_ok_and(|s| s.f_flag.contains(StatVfsMountFlags::RDONLY)))
             .collect();
+        let movable = movable(sandbox, &writable, shm)?;
         if !rustix::process::geteuid().is_root() && !own_user_namespace()? {
             return Ok(None);
         }
@@ -116,32 +129,18 @@ impl View {
             Err(Errno::PERM | Errno::ACCESS) => return Ok(None),
             Err(e) => return Err(Error::os("private propagation", e)),
         }
-        for mount_point in mount_points()? {
-            match remount(&mount_point, true) {
-                // Not reachable by path (so not by a command either).
-                Ok(()) | Err(Errno::NOENT | Errno::ACCESS | Errno::NOTDIR | Errno::LOOP) => {}
-                Err(e) => return Err(Error::os_at("read-only", mount_point, e)),
-            }
-        }
+        read_only::make_all_read_only(&movable)?;
         for (path, read_only) in writable.iter().zip(was_read_only) {
             // The root and the --command-writable paths must lead where they
             // did at the server's start, before the bind and after it (so
             // that a rename meanwhile cannot move either end of it).
-            let pinned = sandbox.identity(path).is_some();
-            if pinned {
-                sandbox.open_pinned(path)?;
+            // Not there and nothing recorded (/tmp in a minimal container):
+            // nothing to bind back.
+            let Some(pinned) = sandbox.open_pinned(path)? else { continue };
+            bind_back(&pinned, read_only).map_err(|e| Error::os_at("bind", path, e))?;
+            if sandbox.open_pinned(path)?.is_none() {
+                return Err(Error::Moved(path.clone()));
             }
-            match rustix::mount::mount_bind_recursive(path, path) {
-                Ok(()) => {}
-                // A writable path that is not there (/dev/pts in a
-                // minimal container): nothing to bind back.
-                Err(Errno::NOENT) if !pinned => continue,
-                Err(e) => return Err(Error::os_at("bind", path, e)),
-            }
-            if pinned {
-                sandbox.open_pinned(path)?;
-            }
-            remount(path, read_only).map_err(|e| Error::os_at("writable", path, e))?;
         }
         // A /proc that shows only the processes the command may ptrace:
         // those of its own Landlock domain. The kernel lets only a holder of
@@ -166,6 +165,7 @@ impl View {
                 Err(e) => return Err(Error::os("/dev/shm", e)),
             }
         }
+        own_terminals()?;
         Ok(Some(Self { own_proc, root: sandbox.root.clone() }))
     }
 
@@ -205,7 +205,7 @@ impl View {
         rustix::fs::mkdir(&place, rustix::fs::Mode::RWXU).map_err(|e| fail("TMPDIR mkdir", e))?;
         rustix::mount::mount_bind(format!("/proc/self/fd/{}", own.as_raw_fd()), &place)
             .map_err(|e| fail("TMPDIR bind", e))?;
-        remount(parent, true).map_err(|e| fail("TMPDIR read-only", e))?;
+        remount_at(parent, true).map_err(|e| fail("TMPDIR read-only", e))?;
         hide_other_servers_tmpdirs(parent)
     }
 
@@ -245,7 +245,7 @@ impl View {
                     Err(Errno::NOENT) if optional => continue,
                     Err(e) => return Err(fail("git bind", &path, e)),
                 }
-                remount(&path, true).map_err(|e| fail("git read-only", &path, e))?;
+                remount_at(&path, true).map_err(|e| fail("git read-only", &path, e))?;
             }
         }
         Ok(())
@@ -334,70 +334,81 @@ fn own_user_namespace() -> Result<bool, Error> {
     Ok(true)
 }
 
-/// Remounts the mount at `path` (a bind's own flags) read-only or
-/// writable, keeping its `nosuid`, `nodev` and `noexec` (a user namespace
-/// may not drop them) and its access-time mode (the kernel keeps it).
-fn remount(path: &Path, read_only: bool) -> rustix::io::Result<()> {
-    let now = statvfs(path)?.f_flag;
-    let mut flags = MountFlags::BIND;
-    for (st, ms) in [
-        (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
-        (StatVfsMountFlags::NODEV, MountFlags::NODEV),
-        (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
-    ] {
-        if now.contains(st) {
-            flags |= ms;
-        }
-    }
-    if read_only {
-        flags |= MountFlags::RDONLY;
-    }
-    rustix::mount::mount_remount(path, flags, c"")
+/// Remounts the mount at `path` (see [`read_only::remount`]).
+fn remount_at(path: &Path, read_only: bool) -> rustix::io::Result<()> {
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    read_only::remount(&fd, read_only)
 }
 
-/// Every mount point in this namespace (`/proc/self/mountinfo`'s fifth
-/// field, its `\ooo` escapes undone).
-fn mount_points() -> Result<Vec<PathBuf>, Error> {
-    let info = std::fs::read("/proc/self/mountinfo")
-        .map_err(|error| Error::Io { step: "mountinfo", error })?;
-    Ok(info
-        .split(|&b| b == b'\n')
-        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
-        .map(|field| PathBuf::from(OsString::from_vec(unescape(field))))
-        .collect())
+/// Binds `pinned` (the root, a writable path: the object checked to be
+/// what it was at the server's start) back onto itself, with the mounts
+/// below it, read-only or writable: a copy of its tree made from the
+/// descriptor and moved onto the place the descriptor was opened at, then
+/// remounted through the copy's own descriptor. No path is looked up, so
+/// no rename meanwhile can send either end of the bind elsewhere.
+fn bind_back(pinned: &OwnedFd, read_only: bool) -> rustix::io::Result<()> {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
+    let tree = open_tree(
+        pinned,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )?;
+    let here = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH;
+    move_mount(&tree, "", pinned, "", here)?;
+    read_only::remount(&tree, read_only)
 }
 
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal = field
-            .get(i + 1..i + 4)
-            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
+/// A `/dev/pts` of the view's own (`devpts`, `newinstance`) with
+/// `/dev/ptmx` bound to its `ptmx`: a command opens new terminals there
+/// (`script`, Python's `pty`), and none of the host's, the server's or the
+/// user's (`/dev/pts/N`), which it could write on. Nothing when there is
+/// no `/dev/pts` (a minimal container: no terminal to reach either).
+///
+/// # Errors
+/// The kernel refused the instance or the bind: the command must not run
+/// with the host's terminals.
+fn own_terminals() -> Result<(), Error> {
+    let pts = Path::new("/dev/pts");
+    let flags = MountFlags::NOSUID | MountFlags::NOEXEC;
+    match rustix::mount::mount(
+        "devpts",
+        pts,
+        "devpts",
+        flags,
+        c"newinstance,ptmxmode=0666,mode=620",
+    ) {
+        Ok(()) => {}
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(Error::os_at("devpts", pts, e)),
     }
-    out
+    // Opening /dev/ptmx finds the instance at the /dev/pts beside it
+    // (Linux 4.7+); bound, it is that instance's ptmx whatever it is.
+    match rustix::mount::mount_bind("/dev/pts/ptmx", "/dev/ptmx") {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(Error::os_at("ptmx", "/dev/ptmx", e)),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::unescape;
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(br"/mnt/a\040b\011c\134d\012"), b"/mnt/a b\tc\\d\n");
-        assert_eq!(unescape(br"/plain"), b"/plain");
-        // Not an escape: left as it is.
-        assert_eq!(unescape(br"/x\09y\0"), br"/x\09y\0");
+/// The paths below which commands may rename directories (see the
+/// read_only module): the writable ones, and `/dev/shm` (the host's bound
+/// back, or covered), as mountinfo shows them (links resolved, from the
+/// object [`SandboxConfig::open_pinned`] checked). A command's `TMPDIR`
+/// is not among them: made by the server for it alone, no mount lies
+/// below it, and its parent is not writable.
+fn movable(
+    sandbox: &SandboxConfig,
+    writable: &[PathBuf],
+    shm: &Path,
+) -> Result<Vec<PathBuf>, Error> {
+    let mut movable = Vec::with_capacity(writable.len() + 1);
+    for path in writable.iter().map(PathBuf::as_path).chain(std::iter::once(shm)) {
+        let Some(fd) = sandbox.open_pinned(path)? else { continue };
+        let canonical = std::fs::read_link(read_only::fd_path(&fd))
+            .map_err(|error| Error::Io { step: "writable path", error })?;
+        movable.push(canonical);
     }
+    Ok(movable)
 }

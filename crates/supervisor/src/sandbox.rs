@@ -10,7 +10,7 @@
 //!
 //! - ABI 1+ (Linux 5.13): writes only below the project root, the
 //!   command's private `TMPDIR`, `/tmp`, a few devices (`/dev/null`,
-//!   `/dev/zero`, `/dev/full`, `/dev/tty`, `/dev/pts`, `/dev/shm`) and the
+//!   `/dev/zero`, `/dev/full`, `/dev/tty`, `/dev/pts`, `/dev/ptmx`, `/dev/shm`) and the
 //!   operator's `--command-writable` paths; reads and execution everywhere,
 //!   or only below the `--command-readable` paths (plus the writable ones).
 //!   Also ptrace scoping: a process in a domain cannot ptrace, nor open
@@ -50,9 +50,20 @@ use crate::protocol::ViewProbe;
 const TESTED_ABI: ABI = ABI::V7;
 
 /// Paths every command may write to, beside the root, its `TMPDIR` and the
-/// operator's list (bash and common tools need them).
-const ALWAYS_WRITABLE: &[&str] =
-    ["/tmp", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm"].as_slice();
+/// operator's list (bash and common tools need them). In the view (see the
+/// mounts module) `/dev/pts` and `/dev/ptmx` are the command's own
+/// terminals: it opens new ones (`script`, Python's `pty`), not others'.
+const ALWAYS_WRITABLE: &[&str] = [
+    "/tmp",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/pts",
+    "/dev/ptmx",
+    "/dev/shm",
+]
+.as_slice();
 
 /// What commands may touch. Paths must be absolute.
 #[derive(Clone, Debug, PartialEq, Eq)]

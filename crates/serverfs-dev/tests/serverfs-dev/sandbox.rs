@@ -609,7 +609,9 @@ async fn git_leaves_nothing_for_the_operator_as_nobody() {
 /// the link's target as their writable root: each is refused (the root is
 /// not the directory it was at the server's start) or confined as before.
 /// The control: a command that writes there directly, without the swap,
-/// is refused by Landlock (the target is outside the root).
+/// is refused by Landlock (the target is outside the root). And a restart
+/// refuses the root (control, by hand: without the state dir's record of
+/// the root, the restarted server served the link's target).
 async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
     use std::os::unix::fs::PermissionsExt;
     let p = Project::new();
@@ -628,6 +630,9 @@ async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
         victim = victim.path().display()
     );
 
+    // Made now: as nobody it opens up the root's directories, which the
+    // swap takes away.
+    let mut restart = if nobody { p.as_nobody(&p.command()) } else { p.command() };
     let mut server = None;
     let clients = if nobody {
         std::os::unix::fs::chown(&parent, Some(65534), Some(65534)).unwrap();
@@ -649,10 +654,16 @@ async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
         client.cancel().await.unwrap();
     }
     drop(server);
+    // A restart (a stdio server's next session) serves no more than the
+    // running server did: the root now leads into the link's target.
+    let restarted = restart.arg("--stdio").stdin(Stdio::null()).output().unwrap();
     // Undo the swap before any assertion: the moved directory must not be
     // left behind.
     std::fs::remove_file(&parent).unwrap();
     std::fs::rename(&moved, &parent).unwrap();
+    let said = String::from_utf8_lossy(&restarted.stderr);
+    assert_eq!(restarted.status.code(), Some(2), "a restart served the swapped root: {said}");
+    assert!(said.contains("SERVERFS_ROOT") && said.contains("now leads to"), "{said}");
     let written: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().map(|e| e.path()).collect();
     assert!(written.is_empty(), "commands wrote through the swapped root: {written:?} {answers:?}");
     for (is_error, v) in &answers {

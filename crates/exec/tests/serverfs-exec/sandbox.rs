@@ -216,81 +216,67 @@ async fn a_root_below_dev_shm_stays_reachable() {
     assert!(!victim.exists(), "the write outside landed");
 }
 
-/// Fail closed: a supervisor told that commands get a view of their own
-/// (what start-up found) refuses to start the command where it cannot build
-/// one: here in a user namespace whose mount namespaces are used up
-/// (`max_mnt_namespaces` 0, set inside that namespace alone, as a command
-/// that holds every one it can get would leave it). Control: the same
-/// supervisor, not told, runs the command there without the view.
-#[test]
-fn a_view_found_at_start_is_never_silently_missing() {
+/// Runs `touch ran` in `root` under the supervisor with `options`, in a
+/// user namespace of its own whose `limit` (a file of /proc/sys/user) is 0,
+/// set inside that namespace alone, as a command that holds every one it
+/// can get would leave it; returns the supervisor's exit code and line.
+fn run_with_none_left(
+    limit: &str,
+    root: &std::path::Path,
+    options: &[&str],
+) -> (Option<i32>, String) {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(format!("echo 0 > /proc/sys/user/{limit} && exec \"$@\""))
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"))
+        .arg(concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION")))
+        .arg("--landlock")
+        .arg(root)
+        .args(options)
+        .args(["run", "touch ran"])
+        .current_dir(root);
+    cmd.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+    let status = cmd.status().unwrap();
+    drop(cmd);
+    let mut line = String::new();
+    ours.read_to_string(&mut line).unwrap();
+    (status.code(), line)
+}
+
+/// Fail closed: a supervisor told that commands get a view of their own
+/// (what start-up found) refuses to start the command where it cannot build
+/// one: here where the user's mount namespaces are used up. Control: the
+/// same supervisor, not told, runs the command there without the view.
+#[test]
+fn a_view_found_at_start_is_never_silently_missing() {
     let dir = outside_tmp();
     let root = dir.path();
-    let start = |view: Option<&str>| {
-        let (mut ours, theirs) = UnixStream::pair().unwrap();
-        let mut cmd = std::process::Command::new("unshare");
-        cmd.args(["--user", "--map-root-user", "sh", "-c"])
-            .arg("echo 0 > /proc/sys/user/max_mnt_namespaces && exec \"$@\"")
-            .arg("sh")
-            .arg(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"))
-            .arg(concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION")))
-            .arg("--landlock")
-            .arg(root);
-        if let Some(view) = view {
-            cmd.args(["--view", view]);
-        }
-        cmd.args(["run", "touch ran"]).current_dir(root);
-        cmd.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-        let status = cmd.status().unwrap();
-        drop(cmd);
-        let mut line = String::new();
-        ours.read_to_string(&mut line).unwrap();
-        (status.code(), line)
-    };
-    assert_eq!(start(None), (Some(0), "exit 0\n".to_owned()), "control");
+    let start = |options: &[&str]| run_with_none_left("max_mnt_namespaces", root, options);
+    assert_eq!(start(&[]), (Some(0), "exit 0\n".to_owned()), "control");
     assert!(root.join("ran").exists(), "control: the command ran without the view");
     std::fs::remove_file(root.join("ran")).unwrap();
     for view in ["own", "own-proc"] {
-        assert_eq!(start(Some(view)), (Some(1), "error sandbox\n".to_owned()), "{view}");
+        assert_eq!(start(&["--view", view]), (Some(1), "error sandbox\n".to_owned()), "{view}");
         assert!(!root.join("ran").exists(), "the command ran without the view ({view})");
     }
 }
 
 /// Fail closed for the network too: a supervisor of a command on the
 /// network by allowlist that cannot make the command's network namespace
-/// (the user's used up: `max_net_namespaces` 0) refuses to start it, never
-/// runs it with the host's network. Control: the same place, the network
-/// on, runs it.
+/// (the user's used up) refuses to start it, never runs it with the host's
+/// network. Control: the same place, the network on, runs it.
 #[test]
 fn a_command_on_the_allowlist_never_runs_without_its_network_namespace() {
-    use std::io::Read;
-    use std::os::unix::net::UnixStream;
     let dir = outside_tmp();
     let root = dir.path();
-    let start = |network: Option<&str>| {
-        let (mut ours, theirs) = UnixStream::pair().unwrap();
-        let mut cmd = std::process::Command::new("unshare");
-        cmd.args(["--user", "--map-root-user", "sh", "-c"])
-            .arg("echo 0 > /proc/sys/user/max_net_namespaces && exec \"$@\"")
-            .arg("sh")
-            .arg(env!("CARGO_BIN_EXE_serverfs-exec-supervisor"))
-            .arg(concat!("--serverfs-exec=", env!("CARGO_PKG_VERSION")))
-            .arg("--landlock")
-            .arg(root);
-        cmd.args(network);
-        cmd.args(["run", "touch ran"]).current_dir(root);
-        cmd.stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-        let status = cmd.status().unwrap();
-        drop(cmd);
-        let mut line = String::new();
-        ours.read_to_string(&mut line).unwrap();
-        (status.code(), line)
-    };
-    assert_eq!(start(None), (Some(0), "exit 0\n".to_owned()), "control");
+    let start = |options: &[&str]| run_with_none_left("max_net_namespaces", root, options);
+    assert_eq!(start(&[]), (Some(0), "exit 0\n".to_owned()), "control");
     assert!(root.join("ran").exists(), "control: the command ran");
     std::fs::remove_file(root.join("ran")).unwrap();
-    assert_eq!(start(Some("--network-proxy")), (Some(1), "error sandbox\n".to_owned()));
+    assert_eq!(start(&["--network-proxy"]), (Some(1), "error sandbox\n".to_owned()));
     assert!(!root.join("ran").exists(), "the command ran without its network namespace");
 }

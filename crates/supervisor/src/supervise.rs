@@ -159,7 +159,7 @@ where
         return ExitCode::FAILURE;
     };
     let ready = matches!(mode, Mode::Ready);
-    let setup = match Setup::new(sandbox.as_ref(), keep) {
+    let setup = match Setup::new(sandbox.as_ref(), keep, ready) {
         Ok(setup) => setup,
         // Started ahead: the failure is the command's that comes (the root
         // moved since, say), reported to it like any other; nothing when
@@ -282,21 +282,18 @@ fn kill_bash(pid: Pid) {
 /// ahead of its command (`ready` mode) does it all before the command
 /// comes, so none of it is on the command's path.
 ///
-/// The supervisor has one thread (bar the short-lived one that starts bash
-/// in the sandbox): it waits for everything at once with `poll`, and a
-/// process without other live threads ends several times faster.
+/// The supervisor has one thread (bar the one that starts bash in the
+/// sandbox, made ahead and gone once bash is started): it waits for
+/// everything at once with `poll`, and a process without other live
+/// threads ends several times faster.
 struct Setup {
     /// SIGTERM, SIGINT, SIGHUP: kill the tree.
     stop: UnixStream,
     /// SIGCHLD: bash may have ended.
     child_ended: UnixStream,
     bash: OsString,
-    /// The seccomp filter, compiled, not yet applied.
-    filter: Filter,
-    /// The capabilities bash keeps (a root server's).
-    keep: Keep,
-    /// The sandbox's ruleset, created, not yet enforced.
-    sandbox: Option<Prepared>,
+    /// The thread that starts bash, already confined.
+    spawner: Spawner,
     /// The sandbox's own view of the file system, entered (see the mounts
     /// module); `None` without the sandbox or where the kernel refuses it.
     view: Option<View>,
@@ -315,7 +312,7 @@ impl Setup {
     /// one coming while bash starts does not end us and orphan bash to
     /// init) and SIGCHLD, finds bash, creates the sandbox's ruleset and
     /// enters its view of the file system (while we have one thread).
-    fn new(sandbox: Option<&SandboxConfig>, keep: Keep) -> Result<Self, Failure> {
+    fn new(sandbox: Option<&SandboxConfig>, keep: Keep, ready: bool) -> Result<Self, Failure> {
         use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
         set_child_subreaper(Some(getpid())).map_err(|_| Failure::Subreaper)?;
         // A session of our own: bash and all it starts have no controlling
@@ -347,20 +344,14 @@ impl Setup {
             }
             _ => None,
         };
-        let sandbox =
+        let prepared =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
-        Ok(Self {
-            stop,
-            child_ended,
-            bash: find_bash(),
-            filter,
-            keep,
-            sandbox,
-            view,
-            hidden,
-            network,
-            proxy,
-        })
+        // Started ahead, the order's `TMPDIR` is the one we were given; else
+        // it is among the sandbox's writable paths already.
+        let tmpdir = std::env::var_os("TMPDIR").filter(|_| ready).map(PathBuf::from);
+        // Last: a user namespace needs a process of one thread.
+        let spawner = Spawner::start(filter, keep, prepared, tmpdir);
+        Ok(Self { stop, child_ended, bash: find_bash(), spawner, view, hidden, network, proxy })
     }
 
     /// Hands the proxy's socket over `channel` (see [`hand_proxy`]). Both
@@ -432,14 +423,13 @@ impl Setup {
             report(&mut control_w, &Ended::Signal(Signal::KILL.as_raw()).line());
             return Ok(());
         }
-        let mut child =
-            match spawn_bash(&mut bash, &self.filter, self.keep, self.sandbox, tmpdir.as_deref()) {
-                Ok(child) => child,
-                Err(what) => {
-                    report(&mut control_w, &what.line());
-                    return Err(());
-                }
-            };
+        let mut child = match self.spawner.spawn(bash, tmpdir.as_deref()) {
+            Ok(child) => child,
+            Err(what) => {
+                report(&mut control_w, &what.line());
+                return Err(());
+            }
+        };
         let Some(pid) = Pid::from_raw(child.id() as i32) else {
             report(&mut control_w, &Failure::Spawn.line());
             return Err(());
@@ -581,29 +571,75 @@ fn find_bash() -> OsString {
     "bash".into()
 }
 
-/// Starts bash confined (see the confine module) and, when `sandbox` is
-/// given, inside a fresh Landlock domain (with `tmpdir` writable in it): in
-/// a thread of its own that confines itself, forks and ends, so no thread
-/// of the supervisor stays confined or in the command's domain (see the
-/// sandbox module).
-fn spawn_bash(
-    bash: &mut std::process::Command,
-    filter: &Filter,
-    keep: Keep,
-    sandbox: Option<Prepared>,
-    tmpdir: Option<&Path>,
-) -> Result<std::process::Child, Failure> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            filter.confine_this_thread(keep).map_err(|_| Failure::Confine)?;
-            if let Some(sandbox) = sandbox {
-                sandbox.restrict_this_thread(tmpdir).map_err(|_| Failure::Sandbox)?;
+/// The thread that starts bash: made ahead of the command, it confines
+/// itself (an IPC namespace, the capabilities, `no_new_privs`, the seccomp
+/// filter: see the confine module) and enters a fresh Landlock domain (with
+/// the expected `TMPDIR` writable in it), then waits; handed bash's
+/// command, it starts it and ends. So no thread of the supervisor but this
+/// one is ever confined or in the command's domain (see the sandbox
+/// module), and none of it — the filter's load and JIT compile, 40
+/// capability drops, the thread itself — is on the command's path.
+struct Spawner {
+    /// bash's command, to start.
+    command: std::sync::mpsc::Sender<std::process::Command>,
+    /// What became of it (or of confining the thread).
+    started: std::sync::mpsc::Receiver<Result<std::process::Child, Failure>>,
+    thread: std::thread::JoinHandle<()>,
+    /// The `TMPDIR` the thread's domain lets bash write.
+    tmpdir: Option<PathBuf>,
+}
+
+impl Spawner {
+    fn start(
+        filter: Filter,
+        keep: Keep,
+        prepared: Option<Prepared>,
+        tmpdir: Option<PathBuf>,
+    ) -> Self {
+        let (command, commands) = std::sync::mpsc::channel::<std::process::Command>();
+        let (report, started) = std::sync::mpsc::channel();
+        let writable = tmpdir.clone();
+        let thread = std::thread::spawn(move || {
+            let confined =
+                filter.confine_this_thread(keep).map_err(|_| Failure::Confine).and_then(|()| {
+                    match prepared {
+                        Some(sandbox) => sandbox
+                            .restrict_this_thread(writable.as_deref())
+                            .map(drop)
+                            .map_err(|_| Failure::Sandbox),
+                        None => Ok(()),
+                    }
+                });
+            // No command (the channel closed): nothing to start.
+            if let Ok(mut bash) = commands.recv() {
+                let _ =
+                    report.send(confined.and_then(|()| bash.spawn().map_err(|_| Failure::Spawn)));
             }
-            bash.spawn().map_err(|_| Failure::Spawn)
-        })
-        .join()
-        .unwrap_or(Err(Failure::Spawn))
-    })
+        });
+        Self { command, started, thread, tmpdir }
+    }
+
+    /// Starts `bash` in the thread made ahead. `tmpdir` (the order's) must
+    /// be the one its domain lets bash write: the server gives a supervisor
+    /// started ahead its command's `TMPDIR` in its environment, and the
+    /// same in the order.
+    fn spawn(
+        self,
+        bash: std::process::Command,
+        tmpdir: Option<&Path>,
+    ) -> Result<std::process::Child, Failure> {
+        let Self { command, started, thread, tmpdir: expected } = self;
+        let child = if expected.as_deref() != tmpdir {
+            Err(Failure::Order)
+        } else if command.send(bash).is_ok() {
+            started.recv().unwrap_or(Err(Failure::Spawn))
+        } else {
+            Err(Failure::Spawn)
+        };
+        drop(command);
+        let _ = thread.join();
+        child
+    }
 }
 
 /// Kills bash's group (bash is still unreaped), then SIGKILLs and reaps

@@ -116,6 +116,11 @@ impl Commands {
             Err(e) => e.code().as_str().to_owned(),
         };
         let command_id = outcome.as_ref().ok().and_then(Audited::command_id);
+        let repositories_created = outcome
+            .as_ref()
+            .ok()
+            .map(Audited::repositories_created)
+            .filter(|created| !created.is_empty());
         let command = command
             .filter(|_| self.audit_text)
             .map(|command| command.chars().take(4096).collect::<String>());
@@ -129,7 +134,8 @@ impl Commands {
             command_id,
             session,
             status,
-            duration_ms
+            duration_ms,
+            repositories_created = repositories_created.map(|created| format!("{created:?}")),
         );
     }
 
@@ -226,6 +232,11 @@ pub trait Audited {
     fn command_id(&self) -> Option<&str> {
         None
     }
+
+    /// The git repositories the command created below the root.
+    fn repositories_created(&self) -> &[String] {
+        &[]
+    }
 }
 
 impl Audited for Outcome {
@@ -241,6 +252,10 @@ impl Audited for Outcome {
 
     fn command_id(&self) -> Option<&str> {
         self.command_id.as_deref()
+    }
+
+    fn repositories_created(&self) -> &[String] {
+        &self.repositories_created
     }
 }
 

@@ -28,7 +28,9 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use crate::launch::{Spawned, reaped, sweep_orphans};
-use serverfs_supervisor::protocol::{Ended, Failure, MAX_STATUS_LINE, signal_name};
+use serverfs_supervisor::protocol::{
+    Ended, Failure, MAX_REPO_LINE, MAX_REPOS_REPORTED, MAX_STATUS_LINE, REPO_LINE, signal_name,
+};
 
 /// How long a supervisor gets to kill its tree and exit after its control
 /// channel closed, before SIGTERM; and again after SIGTERM, before SIGKILL.
@@ -56,6 +58,9 @@ pub(crate) struct Ending {
     /// What the proxy refused the command (on the network by allowlist),
     /// one line each.
     pub(crate) network: Vec<String>,
+    /// The git repositories the command created below the root (their git
+    /// directories, relative to it).
+    pub(crate) repos: Vec<String>,
 }
 
 /// Drives `spawned` to its end while `output` (reading the command's
@@ -103,8 +108,10 @@ pub(crate) async fn drive(
     // from outside), what is left was re-parented to us (when we adopt
     // orphans); a status line proves nothing.
     sweep_orphans(exit.is_some_and(|s| s.success())).await;
-    let line = buffered_line(&control);
+    let (repos, line) = buffered_report(&control);
     let ended = believed(&line, exit);
+    // Believed as its status line is: from a supervisor that exited normally.
+    let repos = if ended.is_some() { repos } else { Vec::new() };
     let not_started = Failure::parse(&line).filter(|f| {
         ended.is_none() && matches!(f, Failure::Sandbox | Failure::Confine | Failure::Cwd)
     });
@@ -115,7 +122,7 @@ pub(crate) async fn drive(
     // The tree is gone: the proxy stops serving it (and says what it
     // refused).
     let network = net.map(|net| net.refusals()).unwrap_or_default();
-    Ending { ended, not_started, drained, network }
+    Ending { ended, not_started, drained, network, repos }
 }
 
 /// SIGTERM to a supervisor that has not been reaped yet (once reaped, its
@@ -126,7 +133,7 @@ fn terminate(child: &Child) {
     }
 }
 
-/// The status line the exited supervisor left (see [`buffered_line`]),
+/// The status line the exited supervisor left (see [`buffered_report`]),
 /// believed only when the supervisor exited normally; any other end is
 /// logged.
 fn believed(line: &[u8], supervisor: Option<ExitStatus>) -> Option<Ended> {
@@ -158,32 +165,42 @@ fn failure_reason(line: &[u8], supervisor: Option<ExitStatus>) -> String {
     }
 }
 
-/// The status line an exited supervisor left in its non-blocking control
-/// channel: what is there, up to a newline, at most [`MAX_STATUS_LINE`]
-/// bytes.
-fn buffered_line(control: &UnixStream) -> Vec<u8> {
+/// What an exited supervisor left in its non-blocking control channel:
+/// its repository lines (the git directories its command created, relative
+/// to the root) and then its status line, up to a newline, at most
+/// [`MAX_STATUS_LINE`] bytes.
+fn buffered_report(control: &UnixStream) -> (Vec<String>, Vec<u8>) {
     use std::io::Read;
-    let mut line = Vec::new();
-    let mut buf = [0u8; MAX_STATUS_LINE];
-    while !complete(&mut line) {
-        match (&*control).read(&mut buf[..MAX_STATUS_LINE - line.len()]) {
+    let max = MAX_STATUS_LINE + MAX_REPOS_REPORTED * MAX_REPO_LINE;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    while all.len() < max {
+        let room = buf.len().min(max - all.len());
+        match (&*control).read(&mut buf[..room]) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // The end, or nothing more buffered.
             Ok(0) | Err(_) => break,
-            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Ok(n) => all.extend_from_slice(&buf[..n]),
         }
     }
-    line
+    let mut repos = Vec::new();
+    let mut rest = all.as_slice();
+    while repos.len() < MAX_REPOS_REPORTED {
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else { break };
+        let Some(path) = rest[..end].strip_prefix(REPO_LINE.as_bytes()) else { break };
+        repos.push(String::from_utf8_lossy(path).into_owned());
+        rest = &rest[end + 1..];
+    }
+    let mut line = rest[..rest.len().min(MAX_STATUS_LINE)].to_vec();
+    complete(&mut line);
+    (repos, line)
 }
 
-/// Whether `line` is a whole status line, or as long as one may be;
-/// anything after its newline is dropped.
-fn complete(line: &mut Vec<u8>) -> bool {
+/// Cuts `line` after its newline (what follows is not the status line).
+fn complete(line: &mut Vec<u8>) {
     if let Some(end) = line.iter().position(|&b| b == b'\n') {
         line.truncate(end + 1);
-        return true;
     }
-    line.len() >= MAX_STATUS_LINE
 }
 
 #[cfg(test)]
@@ -198,19 +215,26 @@ mod tests {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();
         // Nothing written, the other end still open: nothing, at once.
-        assert_eq!(buffered_line(&ours), b"");
-        theirs.write_all(b"exit 0\nsignal 9\n").unwrap();
-        assert_eq!(buffered_line(&ours), b"exit 0\n");
+        assert_eq!(buffered_report(&ours), (vec![], b"".to_vec()));
+        theirs.write_all(b"repo a/.git\nrepo b c/.git\nexit 0\nsignal 9\n").unwrap();
+        let repos = vec!["a/.git".to_owned(), "b c/.git".to_owned()];
+        assert_eq!(buffered_report(&ours), (repos, b"exit 0\n".to_vec()));
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();
         theirs.write_all(b"exit").unwrap();
         drop(theirs);
-        assert_eq!(buffered_line(&ours), b"exit");
+        assert_eq!(buffered_report(&ours).1, b"exit");
         // A forged flood is cut at 256 bytes.
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();
         theirs.write_all(&[b'x'; 300]).unwrap();
-        assert_eq!(buffered_line(&ours).len(), 256);
+        assert_eq!(buffered_report(&ours).1.len(), 256);
+        // At most 16 repository lines; what follows is read as the status.
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        theirs.write_all(&b"repo x/.git\n".repeat(17)).unwrap();
+        let (repos, line) = buffered_report(&ours);
+        assert_eq!((repos.len(), line), (16, b"repo x/.git\n".to_vec()));
     }
 
     #[test]
@@ -226,12 +250,12 @@ mod tests {
         let failed = ExitStatus::from_raw(1 << 8);
         let killed = ExitStatus::from_raw(9);
         assert_eq!(
-            believed(&buffered_line(&with_line(b"exit 3\n")), Some(ok)),
+            believed(&buffered_report(&with_line(b"exit 3\n")).1, Some(ok)),
             Some(Ended::Exit(3))
         );
-        assert_eq!(believed(&buffered_line(&with_line(b"exit 3\n")), Some(killed)), None);
-        assert_eq!(believed(&buffered_line(&with_line(b"exit 3\n")), None), None);
-        assert_eq!(believed(&buffered_line(&with_line(b"error spawn\n")), Some(failed)), None);
+        assert_eq!(believed(&buffered_report(&with_line(b"exit 3\n")).1, Some(killed)), None);
+        assert_eq!(believed(&buffered_report(&with_line(b"exit 3\n")).1, None), None);
+        assert_eq!(believed(&buffered_report(&with_line(b"error spawn\n")).1, Some(failed)), None);
     }
 
     #[test]

@@ -24,6 +24,13 @@ impl ToText for Outcome {
             end_line(out);
             out.push_str(line);
         }
+        for git_dir in &self.repositories_created {
+            end_line(out);
+            let _ = write!(
+                out,
+                "git: this command created the repository {git_dir}; its hooks and config are the command's: review them before running git there"
+            );
+        }
         let mut status = vec![match (&self.session_id, self.next_offset) {
             (Some(id), Some(offset)) if self.running => format!(
                 "still running as session {id}; read more with shell_read(session_id={id}, offset={offset})"

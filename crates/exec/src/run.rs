@@ -158,6 +158,14 @@ pub struct Outcome {
         description = "Present when the proxy refused connections (network by allowlist): one line each, naming the host and why."
     )]
     pub network: Vec<String>,
+    /// The git repositories the command created below the root (their git
+    /// directories, relative to it): their hooks and config were the
+    /// command's to write.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        description = "Present when the command created git repositories below the root: their git directories. Their hooks and config were written by the command; review them before running git there."
+    )]
+    pub repositories_created: Vec<String>,
     /// The command's id, as its audit lines name it. Not sent.
     #[serde(skip)]
     pub command_id: Option<String>,
@@ -454,6 +462,7 @@ impl Drive {
         };
         Ok(Outcome {
             network: ending.network,
+            repositories_created: ending.repos,
             exit_code: ended.exit_code(),
             signal: ended.signal_name(),
             stdout,

@@ -221,8 +221,9 @@ impl View {
     ///
     /// # Errors
     /// A mount step failed: the command must not run.
-    pub(crate) fn pin_git(&self) -> Result<(), Error> {
-        for git_dir in &crate::repos::below(&self.root) {
+    pub(crate) fn pin_git(&self) -> Result<Vec<PathBuf>, Error> {
+        let found = crate::repos::below(&self.root);
+        for git_dir in &found {
             let fail = |step: &'static str, path: &Path, e: Errno| Error::os_at(step, path, e);
             rustix::mount::mount_bind(git_dir, git_dir)
                 .map_err(|e| fail("git directory bind", git_dir, e))?;
@@ -248,7 +249,18 @@ impl View {
                 remount_at(&path, true).map_err(|e| fail("git read-only", &path, e))?;
             }
         }
-        Ok(())
+        Ok(found)
+    }
+
+    /// The git directories below the root now that were not in `pinned`
+    /// (what [`View::pin_git`] found when the command started), relative to
+    /// the root: repositories the command created (`git init`, `git clone`).
+    pub(crate) fn created_since(&self, pinned: &[PathBuf]) -> Vec<PathBuf> {
+        crate::repos::below(&self.root)
+            .into_iter()
+            .filter(|dir| !pinned.contains(dir))
+            .filter_map(|dir| dir.strip_prefix(&self.root).ok().map(Path::to_path_buf))
+            .collect()
     }
 
     /// Moves the working directory onto the view's mounts: the same

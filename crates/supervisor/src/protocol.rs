@@ -14,7 +14,9 @@
 //!   its end (the server shut its writing down, or died) asks for the stop.
 //! - Status line (the last thing a supervisor writes on the channel, just
 //!   before it exits): `exit N`, `signal N` or `error WHAT`, at most
-//!   [`MAX_STATUS_LINE`] bytes.
+//!   [`MAX_STATUS_LINE`] bytes; before it, one [`REPO_LINE`] per git
+//!   repository the command created below the root (at most
+//!   [`MAX_REPOS_REPORTED`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -208,6 +210,18 @@ impl ViewProbe {
 
 /// The longest status line; anything longer is not one.
 pub const MAX_STATUS_LINE: usize = 256;
+
+/// The start of a line a supervisor sends before its status line for each
+/// git repository its command created below the root: `repo <its git
+/// directory, relative to the root>`. Such a repository's hooks and config
+/// were the command's to write before the next command pinned them.
+pub const REPO_LINE: &str = "repo ";
+
+/// The most repository lines a supervisor sends.
+pub const MAX_REPOS_REPORTED: usize = 16;
+
+/// The longest repository line (a longer path is not reported).
+pub const MAX_REPO_LINE: usize = 1024;
 
 /// The end of `bash`: an exit code or a signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

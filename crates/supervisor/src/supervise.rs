@@ -48,7 +48,10 @@ use crate::children;
 use crate::confine::{Filter, Keep};
 use crate::mounts::View;
 use crate::network::{Network, PROXY_ENV};
-use crate::protocol::{ENV_KEYS, EXIT_USAGE, Ended, Failure, Mode, Order, PROTOCOL, ViewProbe};
+use crate::protocol::{
+    ENV_KEYS, EXIT_USAGE, Ended, Failure, MAX_REPO_LINE, MAX_REPOS_REPORTED, Mode, Order, PROTOCOL,
+    REPO_LINE, ViewProbe,
+};
 use crate::sandbox::{Prepared, SandboxConfig};
 
 /// Waits for the order and moves into its directory. `Ok(None)`: the
@@ -413,10 +416,13 @@ impl Setup {
         }
         bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 
-        if let Err(what) = self.enter_view(tmpdir.as_deref()) {
-            report(&mut control_w, &what.line());
-            return Err(());
-        }
+        let pinned = match self.enter_view(tmpdir.as_deref()) {
+            Ok(pinned) => pinned,
+            Err(what) => {
+                report(&mut control_w, &what.line());
+                return Err(());
+            }
+        };
         if caught(&self.stop) {
             // Asked to stop before bash started: the command was killed at
             // its start, and says so like any other killed command.
@@ -449,25 +455,43 @@ impl Setup {
         };
         break_all(pid);
         drop(child);
+        if let Some(view) = &self.view {
+            report(&mut control_w, &repo_lines(&view.created_since(&pinned)));
+        }
         report(&mut control_w, &line);
         Ok(())
     }
 }
 
+/// The [`REPO_LINE`]s for `created` (paths relative to the root), at most
+/// [`MAX_REPOS_REPORTED`]; a path with a newline or over
+/// [`MAX_REPO_LINE`] is left out.
+fn repo_lines(created: &[PathBuf]) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    created
+        .iter()
+        .map(|path| path.as_os_str().as_bytes())
+        .filter(|path| !path.contains(&b'\n') && REPO_LINE.len() + path.len() < MAX_REPO_LINE)
+        .take(MAX_REPOS_REPORTED)
+        .map(|path| format!("{REPO_LINE}{}\n", String::from_utf8_lossy(path)))
+        .collect()
+}
+
 impl Setup {
     /// Where the view was entered: hides the other commands' `TMPDIR`s
     /// when the order's `tmpdir` is not the one hidden ahead, pins the
-    /// root's git repositories, and moves the working directory onto the
-    /// view's mounts.
-    fn enter_view(&self, tmpdir: Option<&Path>) -> Result<(), Failure> {
-        let Some(view) = &self.view else { return Ok(()) };
+    /// root's git repositories (returned), and moves the working directory
+    /// onto the view's mounts.
+    fn enter_view(&self, tmpdir: Option<&Path>) -> Result<Vec<PathBuf>, Failure> {
+        let Some(view) = &self.view else { return Ok(Vec::new()) };
         if let Some(tmpdir) = tmpdir.filter(|&t| self.hidden.as_deref() != Some(t)) {
             view.hide_other_tmpdirs(tmpdir).map_err(|_| Failure::Sandbox)?;
         }
         // At the order, not ahead: the repositories present when the
         // command starts.
-        view.pin_git().map_err(|_| Failure::Sandbox)?;
-        view.enter_cwd().map_err(|_| Failure::Cwd)
+        let pinned = view.pin_git().map_err(|_| Failure::Sandbox)?;
+        view.enter_cwd().map_err(|_| Failure::Cwd)?;
+        Ok(pinned)
     }
 }
 

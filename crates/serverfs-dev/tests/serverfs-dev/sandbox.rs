@@ -590,6 +590,52 @@ async fn git_leaves_nothing_for_the_operator(nobody: bool) {
     }
 }
 
+/// A repository a command creates (`git init`, `git clone`) had hooks and
+/// config the command could write before any later command's view pinned
+/// them: the answer names it (text and `repositories_created`), and so
+/// does the call's audit line; a command that creates none names none.
+/// Control, by hand: without the supervisor's second look, nothing is
+/// named.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_a_command_creates_is_named() {
+    let p = Project::new();
+    let mut server =
+        serverfs_test_support::listen(p.command_for_alice_and_bob(), Duration::from_secs(60));
+    let url = format!("http://{}/mcp", server.addr);
+    let alice = common::http_client(&url, ALICE).await;
+    let plant = "git init -q sub && printf '#!/bin/sh\\necho pwned\\n' > sub/.git/hooks/post-checkout \
+                 && git clone -q sub vendor/copy 2>/dev/null; echo done";
+    let made = ok(&alice, "bash", json!({ "command": plant })).await;
+    assert_eq!(made["stdout"], "done\n", "{made}");
+    assert_eq!(made["repositories_created"], json!(["sub/.git", "vendor/copy/.git"]), "{made}");
+    let none = ok(&alice, "bash", json!({"command": "git -C sub status --short; true"})).await;
+    assert!(none.get("repositories_created").is_none(), "{none}");
+    let text =
+        alice
+            .call_tool(rmcp::model::CallToolRequestParams::new("bash").with_arguments(
+                json!({"command": "git init -q other"}).as_object().unwrap().clone(),
+            ))
+            .await
+            .unwrap();
+    let text = serde_json::to_value(&text.content).unwrap()[0]["text"].as_str().unwrap().to_owned();
+    assert!(
+        text.contains("git: this command created the repository other/.git; its hooks and config are the command's"),
+        "{text}"
+    );
+    alice.cancel().await.unwrap();
+    let mut audited = Vec::new();
+    while audited.len() < 3 {
+        let line = server.log.next().expect("the server's log ends early").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["event"] == "command" {
+            audited.push(v);
+        }
+    }
+    assert_eq!(audited[0]["repositories_created"], r#"["sub/.git", "vendor/copy/.git"]"#);
+    assert!(audited[1].get("repositories_created").is_none(), "{}", audited[1]);
+    assert_eq!(audited[2]["repositories_created"], r#"["other/.git"]"#);
+}
+
 #[tokio::test]
 async fn git_leaves_nothing_for_the_operator_as_the_server_s_user() {
     git_leaves_nothing_for_the_operator(false).await;

@@ -23,7 +23,7 @@ pub type Client = RunningService<RoleClient, ClientConfig>;
 /// A child process that is SIGKILLed and reaped when this is dropped, also
 /// when the test fails before its end: no test leaves a server running.
 /// What a killed serverfs-dev leaves in the temporary directory (its
-/// directory of command `TMPDIR`s, `serverfs-cmd-<pid>`, which the next
+/// directory of command `TMPDIR`s, `serverfs-cmd-<pid>-<random>`, which the next
 /// start of a server of its user would sweep) is removed too: no test
 /// leaves a directory behind.
 #[derive(Debug)]
@@ -46,8 +46,13 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-        let left = std::env::temp_dir().join(format!("serverfs-cmd-{}", self.0.id()));
-        let _ = std::fs::remove_dir_all(left);
+        let prefix = format!("serverfs-cmd-{}-", self.0.id());
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+        for entry in entries.flatten() {
+            if entry.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 

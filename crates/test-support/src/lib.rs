@@ -46,14 +46,21 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-        let prefix = format!("serverfs-cmd-{}-", self.0.id());
-        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
-        for entry in entries.flatten() {
-            if entry.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
+        if let Some(left) = tmpdir_parent_of(self.0.id()) {
+            let _ = std::fs::remove_dir_all(left);
         }
     }
+}
+
+/// The directory of private `TMPDIR`s the server of `pid` made in the
+/// temporary directory (`serverfs-cmd-<pid>-<random>`), if there is one.
+pub fn tmpdir_parent_of(pid: u32) -> Option<std::path::PathBuf> {
+    let prefix = format!("serverfs-cmd-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .map(|e| e.path())
 }
 
 /// A server started by [`listen`]: the child, its `host:port`, and the

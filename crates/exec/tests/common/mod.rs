@@ -88,14 +88,3 @@ pub fn parent_pid(pid: i32) -> i32 {
     let rest = &stat[stat.rfind(')').unwrap() + 1..];
     rest.split_ascii_whitespace().nth(1).unwrap().parse().unwrap()
 }
-
-/// The directory of private `TMPDIR`s the server of `pid` made in /tmp
-/// (`serverfs-cmd-<pid>-<random>`), if there is one.
-pub fn tmpdir_parent_of(pid: u32) -> Option<std::path::PathBuf> {
-    let prefix = format!("serverfs-cmd-{pid}-");
-    std::fs::read_dir("/tmp")
-        .ok()?
-        .flatten()
-        .find(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
-        .map(|e| e.path())
-}

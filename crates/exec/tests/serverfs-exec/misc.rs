@@ -268,7 +268,7 @@ async fn server_death_kills_the_tree() {
     // What a dead server leaves: its directory of TMPDIRs, which the next
     // start of a server of its user sweeps. The probe's user is not ours,
     // so this test removes it (the probe's TMPDIR is /tmp).
-    let left = common::tmpdir_parent_of(pid);
+    let left = serverfs_test_support::tmpdir_parent_of(pid);
     let left = left.expect("the dead server's TMPDIRs are not where expected");
     std::fs::remove_dir_all(&left).unwrap();
 }

@@ -64,6 +64,41 @@ fn supervisor_beside(exe: std::path::PathBuf) -> std::io::Result<serverfs_exec::
     }
 }
 
+/// Refuses to start when this program or the supervisor beside it lies
+/// where commands may write (below the root or a `--command-writable`
+/// path): a command could replace it, and the next start would run that,
+/// unconfined. Below `/tmp` or `/dev/shm` (commands may write there too,
+/// but a checkout or a build often lives there) it is a warning.
+fn check_programs_out_of_reach(config: &cli::Config) -> Result<(), ConfigError> {
+    use serverfs_write::{Reach, program_reached};
+    let Ok(exe) = std::env::current_exe() else { return Ok(()) };
+    let beside = exe.with_file_name(SUPERVISOR_PROGRAM);
+    let programs = std::iter::once(exe).chain(beside.exists().then_some(beside));
+    let mut refused = vec![Reach::new(&config.root, "SERVERFS_ROOT")];
+    for path in config.commands.sandbox.iter().flat_map(|s| &s.writable) {
+        refused.push(Reach::new(path, "SERVERFS_COMMAND_WRITABLE"));
+    }
+    let warned = [Reach::new("/tmp", "/tmp"), Reach::new("/dev/shm", "/dev/shm")];
+    for program in programs {
+        if let Ok(Some(setting)) = program_reached(&program, &refused) {
+            return Err(ConfigError::new(
+                setting,
+                format!(
+                    "the program {} lies below it, where commands may write: a command could replace it, and the next start would run that unconfined; install serverfs-dev outside the paths commands may write (e.g. /usr/local/bin)",
+                    program.file_name().unwrap_or_default().to_string_lossy()
+                ),
+            ));
+        }
+        if let Ok(Some(place)) = program_reached(&program, &warned) {
+            tracing::warn!(
+                event = "config_warning",
+                message = %format!("serverfs-dev's program {} lies below {place}, where commands may write: a command could replace it before the next start; install it elsewhere (e.g. /usr/local/bin)", program.display()),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The whole program: parse, validate, recover, serve; the exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse_or_exit();
@@ -94,6 +129,9 @@ pub fn run() -> ExitCode {
     if let (false, Some(egress)) = (cli.stdio, config.commands.egress.as_mut()) {
         // A command's proxy never leads back to this server's /mcp.
         egress.refuse_own(config.http.listen);
+    }
+    if let Err(e) = check_programs_out_of_reach(&config) {
+        return config_error(&e);
     }
     let supervisor = match std::env::current_exe().and_then(supervisor_beside) {
         Ok(supervisor) => supervisor,

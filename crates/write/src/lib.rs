@@ -77,7 +77,7 @@ pub use patch::{FilePlan, HunkMatch, PatchReport};
 pub use rendezvous::{RENDEZVOUS_BASE, prepare_rendezvous};
 pub use root_record::check_root_record;
 pub use serverfs_patch::PatchLimits;
-pub use state_dir::{Reach, default_state_dir, prepare_state_dir};
+pub use state_dir::{Reach, default_state_dir, prepare_state_dir, program_reached};
 pub use syntax::{SyntaxErrorAt, SyntaxWarning};
 pub use tx::{
     Applied, Change, CommitReport, DEFAULT_MAX_FILE_BYTES, Outcome, Recovered, RecoveryReport,

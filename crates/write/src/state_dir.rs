@@ -104,6 +104,17 @@ fn link_in_reach<'r>(dir: &Path, reach: &'r [Reach]) -> Option<&'r str> {
         .find_map(|holder| below(&holder, reach).ok().flatten())
 }
 
+/// The first of `reach` that `program`'s directory is at or below (by
+/// device and inode, every symbolic link resolved): where a command could
+/// replace the program before the next start runs it.
+///
+/// # Errors
+/// The program's directory cannot be resolved.
+pub fn program_reached<'r>(program: &Path, reach: &'r [Reach]) -> std::io::Result<Option<&'r str>> {
+    let dir = program.parent().unwrap_or(Path::new("/")).canonicalize()?;
+    below(&dir, reach)
+}
+
 /// The first of `reach` that `dir` (canonical, existing) is at or below.
 pub(crate) fn below<'r>(dir: &Path, reach: &'r [Reach]) -> std::io::Result<Option<&'r str>> {
     let ids: Vec<((u64, u64), &str)> = reach

@@ -304,3 +304,43 @@ fn every_command_leaves_one_audit_line() {
     }
     assert!(!lines.iter().any(|v| v.to_string().contains("audit-me")), "{lines:?}");
 }
+
+/// serverfs-dev refuses to start from below the root or a
+/// `--command-writable` path (a command could replace the program, and
+/// the next start would run that): exit 2, one line naming the setting.
+/// Control: the same copy started from a directory commands cannot write
+/// (beside the test's state dir) starts.
+#[test]
+fn a_program_where_commands_may_write_is_refused() {
+    let p = Project::new();
+    let cache = p.root().parent().unwrap().join("outside");
+    for (dir, setting, extra) in [
+        (p.root().join("bin"), "SERVERFS_ROOT", vec![]),
+        (
+            cache.join("bin"),
+            "SERVERFS_COMMAND_WRITABLE",
+            vec!["--command-writable".to_owned(), cache.display().to_string()],
+        ),
+    ] {
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("serverfs-dev");
+        serverfs_test_support::copy_program(common::BIN, &copy);
+        let mut cmd = std::process::Command::new(&copy);
+        cmd.args(p.command().get_args()).args(&extra).arg("--stdio");
+        cmd.env("XDG_STATE_HOME", p.xdg());
+        let line = start_error(&p, cmd);
+        assert!(line.starts_with(&format!("serverfs-dev: config error: {setting}")), "{line}");
+        assert!(
+            line.contains("the program serverfs-dev lies below it, where commands may write"),
+            "{line}"
+        );
+    }
+    let elsewhere = p.private.path().join("bin");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let copy = elsewhere.join("serverfs-dev");
+    serverfs_test_support::copy_program(common::BIN, &copy);
+    let mut cmd = std::process::Command::new(&copy);
+    cmd.args(p.command().get_args()).arg("--stdio").env("XDG_STATE_HOME", p.xdg());
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -130,9 +130,6 @@ pub fn run() -> ExitCode {
         // A command's proxy never leads back to this server's /mcp.
         egress.refuse_own(config.http.listen);
     }
-    if let Err(e) = check_programs_out_of_reach(&config) {
-        return config_error(&e);
-    }
     let supervisor = match std::env::current_exe().and_then(supervisor_beside) {
         Ok(supervisor) => supervisor,
         Err(e) => {
@@ -144,6 +141,11 @@ pub fn run() -> ExitCode {
         Ok(project) => Arc::new(project),
         Err(e) => return config_error(&e),
     };
+    // After the root and its rendezvous (a root of `/` is refused there,
+    // saying why), before any command.
+    if let Err(e) = check_programs_out_of_reach(&config) {
+        return config_error(&e);
+    }
     // After the root (so a missing root is named as such), before any
     // command: every layer that confines commands, checked once.
     match serverfs_exec::check_confinement(&supervisor, config.commands.sandbox.as_mut()) {

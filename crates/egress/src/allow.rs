@@ -99,23 +99,12 @@ impl Allowlist {
         self.entries.is_empty()
     }
 
-    /// Whether `host:port` is allowed, and if so whether it was listed as a
-    /// literal address (then no public-address check applies).
-    pub fn admits(&self, host: &Host, port: u16) -> Option<Admitted> {
-        self.entries.iter().find(|e| e.admits(host, port)).map(|e| match e.host {
-            Pattern::Address(_) => Admitted::Literal,
-            _ => Admitted::ByName,
-        })
+    /// Whether `host:port` is allowed. A literal address is admitted only
+    /// by the same literal entry (then it is reached as listed); a name only
+    /// by a name or `*.` entry (then only its public addresses are).
+    pub fn admits(&self, host: &Host, port: u16) -> bool {
+        self.entries.iter().any(|e| e.admits(host, port))
     }
-}
-
-/// How an allowed host was listed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admitted {
-    /// By name: only public addresses may be reached.
-    ByName,
-    /// As the literal address: reached whatever its range.
-    Literal,
 }
 
 impl Entry {
@@ -170,7 +159,7 @@ fn split_port(entry: &str) -> Result<(&str, Option<&str>), &'static str> {
 mod tests {
     use super::*;
 
-    fn admits(list: &[&str], host: &str, port: u16) -> Option<Admitted> {
+    fn admits(list: &[&str], host: &str, port: u16) -> bool {
         Allowlist::parse(list).unwrap().admits(&Host::parse(host).unwrap(), port)
     }
 
@@ -178,20 +167,20 @@ mod tests {
     fn names_suffixes_addresses_and_ports() {
         let list =
             ["crates.io", "*.github.com", "static.rust-lang.org:8443", "192.0.2.7:81", "[::1]"];
-        assert_eq!(admits(&list, "crates.io", 443), Some(Admitted::ByName));
-        assert_eq!(admits(&list, "CRATES.IO.", 80), Some(Admitted::ByName));
-        assert_eq!(admits(&list, "crates.io", 22), None);
-        assert_eq!(admits(&list, "index.crates.io", 443), None);
-        assert_eq!(admits(&list, "api.github.com", 443), Some(Admitted::ByName));
-        assert_eq!(admits(&list, "a.b.github.com", 443), Some(Admitted::ByName));
-        assert_eq!(admits(&list, "github.com", 443), None);
-        assert_eq!(admits(&list, "evilgithub.com", 443), None);
-        assert_eq!(admits(&list, "static.rust-lang.org", 8443), Some(Admitted::ByName));
-        assert_eq!(admits(&list, "static.rust-lang.org", 443), None);
-        assert_eq!(admits(&list, "192.0.2.7", 81), Some(Admitted::Literal));
-        assert_eq!(admits(&list, "192.0.2.7", 443), None);
-        assert_eq!(admits(&list, "[::1]", 443), Some(Admitted::Literal));
-        assert_eq!(admits(&list, "localhost", 443), None);
+        assert!(admits(&list, "crates.io", 443));
+        assert!(admits(&list, "CRATES.IO.", 80));
+        assert!(!admits(&list, "crates.io", 22));
+        assert!(!admits(&list, "index.crates.io", 443));
+        assert!(admits(&list, "api.github.com", 443));
+        assert!(admits(&list, "a.b.github.com", 443));
+        assert!(!admits(&list, "github.com", 443));
+        assert!(!admits(&list, "evilgithub.com", 443));
+        assert!(admits(&list, "static.rust-lang.org", 8443));
+        assert!(!admits(&list, "static.rust-lang.org", 443));
+        assert!(admits(&list, "192.0.2.7", 81));
+        assert!(!admits(&list, "192.0.2.7", 443));
+        assert!(admits(&list, "[::1]", 443));
+        assert!(!admits(&list, "localhost", 443));
     }
 
     #[test]

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 pub use address::is_public;
-pub use allow::{Admitted, Allowlist, DEFAULT_PORTS, Host};
+pub use allow::{Allowlist, DEFAULT_PORTS, Host};
 
 /// Client connections to the proxy one command may hold at once; more are
 /// closed as they come.
@@ -122,13 +122,12 @@ impl Egress {
 
     /// The addresses to connect to for `host:port`, or why it is refused.
     async fn resolve(&self, host: &Host, port: u16) -> Result<Vec<SocketAddr>, String> {
-        let admitted = self
-            .allow
-            .admits(host, port)
-            .ok_or_else(|| "not in --command-network-allow".to_owned())?;
-        let name = match (host, admitted) {
-            (Host::Address(ip), _) => return Ok(vec![SocketAddr::new(*ip, port)]),
-            (Host::Name(name), _) => name,
+        if !self.allow.admits(host, port) {
+            return Err("not in --command-network-allow".to_owned());
+        }
+        let name = match host {
+            Host::Address(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
+            Host::Name(name) => name,
         };
         let found: Vec<SocketAddr> = match tokio::time::timeout(
             CONNECT_TIMEOUT,

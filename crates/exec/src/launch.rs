@@ -154,7 +154,7 @@ impl Supervisor {
     /// The supervisor cannot be started, or building the view failed (every
     /// command would fail the same way).
     pub fn probe_view(&self, sandbox: &SandboxConfig) -> Result<ViewProbe, StartupError> {
-        let mut cmd = self.command(&sandbox.to_args(None), &Mode::ProbeView);
+        let mut cmd = self.command(&sandbox.to_args(), &Mode::ProbeView);
         let out = cmd
             .as_std_mut()
             .stdin(Stdio::null())
@@ -691,7 +691,7 @@ impl Ready {
             _ => None,
         };
         let tmp = PrivateTmp::create()?;
-        let sandbox_args = sandbox.map(|s| s.to_args(None)).unwrap_or_default();
+        let sandbox_args = sandbox.map(|s| s.to_args()).unwrap_or_default();
         let (child, control) = start(
             supervisor,
             &sandbox_args,

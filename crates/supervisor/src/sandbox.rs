@@ -193,9 +193,9 @@ impl SandboxConfig {
 
     /// The supervisor's arguments that carry this configuration (parsed
     /// back by [`SandboxConfig::from_args`]).
-    pub fn to_args(&self, tmpdir: Option<&Path>) -> Vec<OsString> {
+    pub fn to_args(&self) -> Vec<OsString> {
         let mut args = vec![OsString::from("--landlock"), self.root.clone().into()];
-        for p in self.writable.iter().map(PathBuf::as_path).chain(tmpdir) {
+        for p in &self.writable {
             args.push("--write".into());
             args.push(p.into());
         }
@@ -436,7 +436,7 @@ mod tests {
         cfg.max_abi = Some(3);
         cfg.view = Some(ViewProbe::Own);
         cfg.identities = vec![("/r".into(), FileId { dev: 2049, ino: 12 })];
-        let mut args = cfg.to_args(None);
+        let mut args = cfg.to_args();
         args.extend(["run".into(), "x".into()]);
         let mut it = args.into_iter().peekable();
         assert_eq!(SandboxConfig::from_args(&mut it), Ok(Some(cfg)));

@@ -300,9 +300,6 @@ struct Setup {
     /// The sandbox's own view of the file system, entered (see the mounts
     /// module); `None` without the sandbox or where the kernel refuses it.
     view: Option<View>,
-    /// The `TMPDIR` whose siblings the view hides (ours from the server,
-    /// done ahead).
-    hidden: Option<PathBuf>,
     /// How bash reaches the network.
     network: Network,
     /// With [`Network::Proxy`], the socket the server's proxy accepts on,
@@ -339,14 +336,9 @@ impl Setup {
         };
         let network = sandbox.map_or(Network::On, |config| config.network);
         let proxy = enter_network(network, view.is_some()).map_err(|_| Failure::Sandbox)?;
-        let hidden = match (&view, std::env::var_os("TMPDIR")) {
-            (Some(view), Some(tmpdir)) => {
-                let tmpdir = PathBuf::from(tmpdir);
-                view.hide_other_tmpdirs(&tmpdir).map_err(|_| Failure::Sandbox)?;
-                Some(tmpdir)
-            }
-            _ => None,
-        };
+        if let (Some(view), Some(tmpdir)) = (&view, std::env::var_os("TMPDIR")) {
+            view.hide_other_tmpdirs(Path::new(&tmpdir)).map_err(|_| Failure::Sandbox)?;
+        }
         let prepared =
             sandbox.map(SandboxConfig::prepare).transpose().map_err(|_| Failure::Sandbox)?;
         // Started ahead, the order's `TMPDIR` is the one we were given; else
@@ -354,7 +346,7 @@ impl Setup {
         let tmpdir = std::env::var_os("TMPDIR").filter(|_| ready).map(PathBuf::from);
         // Last: a user namespace needs a process of one thread.
         let spawner = Spawner::start(filter, keep, prepared, tmpdir);
-        Ok(Self { stop, child_ended, bash: find_bash(), spawner, view, hidden, network, proxy })
+        Ok(Self { stop, child_ended, bash: find_bash(), spawner, view, network, proxy })
     }
 
     /// Hands the proxy's socket over `channel` (see [`hand_proxy`]). Both
@@ -416,7 +408,14 @@ impl Setup {
         }
         bash.stdout(Stdio::inherit()).stderr(Stdio::inherit()).process_group(0);
 
-        let pinned = match self.enter_view(tmpdir.as_deref()) {
+        // The order's `TMPDIR` is the one the spawner's domain lets bash
+        // write (the server gives a supervisor started ahead the same in its
+        // environment and its order): anything else is not the server's.
+        if self.spawner.tmpdir.as_deref() != tmpdir.as_deref() {
+            report(&mut control_w, &Failure::Order.line());
+            return Err(());
+        }
+        let pinned = match self.enter_view() {
             Ok(pinned) => pinned,
             Err(what) => {
                 report(&mut control_w, &what.line());
@@ -429,7 +428,7 @@ impl Setup {
             report(&mut control_w, &Ended::Signal(Signal::KILL.as_raw()).line());
             return Ok(());
         }
-        let mut child = match self.spawner.spawn(bash, tmpdir.as_deref()) {
+        let mut child = match self.spawner.spawn(bash) {
             Ok(child) => child,
             Err(what) => {
                 report(&mut control_w, &what.line());
@@ -478,15 +477,11 @@ fn repo_lines(created: &[PathBuf]) -> String {
 }
 
 impl Setup {
-    /// Where the view was entered: hides the other commands' `TMPDIR`s
-    /// when the order's `tmpdir` is not the one hidden ahead, pins the
-    /// root's git repositories (returned), and moves the working directory
-    /// onto the view's mounts.
-    fn enter_view(&self, tmpdir: Option<&Path>) -> Result<Vec<PathBuf>, Failure> {
+    /// Where the view was entered (the other `TMPDIR`s were hidden ahead,
+    /// around the one the order names): pins the root's git repositories
+    /// (returned), and moves the working directory onto the view's mounts.
+    fn enter_view(&self) -> Result<Vec<PathBuf>, Failure> {
         let Some(view) = &self.view else { return Ok(Vec::new()) };
-        if let Some(tmpdir) = tmpdir.filter(|&t| self.hidden.as_deref() != Some(t)) {
-            view.hide_other_tmpdirs(tmpdir).map_err(|_| Failure::Sandbox)?;
-        }
         // At the order, not ahead: the repositories present when the
         // command starts.
         let pinned = view.pin_git().map_err(|_| Failure::Sandbox)?;
@@ -643,19 +638,10 @@ impl Spawner {
         Self { command, started, thread, tmpdir }
     }
 
-    /// Starts `bash` in the thread made ahead. `tmpdir` (the order's) must
-    /// be the one its domain lets bash write: the server gives a supervisor
-    /// started ahead its command's `TMPDIR` in its environment, and the
-    /// same in the order.
-    fn spawn(
-        self,
-        bash: std::process::Command,
-        tmpdir: Option<&Path>,
-    ) -> Result<std::process::Child, Failure> {
-        let Self { command, started, thread, tmpdir: expected } = self;
-        let child = if expected.as_deref() != tmpdir {
-            Err(Failure::Order)
-        } else if command.send(bash).is_ok() {
+    /// Starts `bash` in the thread made ahead.
+    fn spawn(self, bash: std::process::Command) -> Result<std::process::Child, Failure> {
+        let Self { command, started, thread, .. } = self;
+        let child = if command.send(bash).is_ok() {
             started.recv().unwrap_or(Err(Failure::Spawn))
         } else {
             Err(Failure::Spawn)

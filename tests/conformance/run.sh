@@ -53,11 +53,14 @@ fi
 tmp="$(mktemp -d -t serverfs-conformance.XXXXXX)"
 state="$(mktemp -d "$repo/target/conformance-state.XXXXXX")"
 server_pid=""
+proxy_pid=""
 cleanup() {
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  for pid in "$server_pid" "$proxy_pid"; do
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$tmp" "$state"
 }
 trap cleanup EXIT
@@ -192,6 +195,20 @@ run_suite() {
   fi
   start_server
   local url="http://127.0.0.1:$port/mcp"
+  if [[ "$server" == dev ]]; then
+    # serverfs-dev without a configured credential admits only the token it
+    # drew for this start (its file in the state dir). The suite sends no
+    # header of ours, and some scenarios drop the URL's query: a proxy adds
+    # the header to every request, changing nothing else.
+    local proxy_port; proxy_port="$(free_port)"
+    python3 "$here/auth_proxy.py" "$proxy_port" "$port" "$state/local-token.$port" &
+    proxy_pid=$!
+    for _ in $(seq 1 100); do
+      curl -fsS -o /dev/null "http://127.0.0.1:$proxy_port/healthz" 2>/dev/null && break
+      sleep 0.1
+    done
+    url="http://127.0.0.1:$proxy_port/mcp"
+  fi
   echo "=== conformance $name: $pkg $extra against $url (baseline $(basename "$baseline")) ==="
   local rc=0 scenario
   if [[ ${#scenarios[@]} -eq 0 ]]; then
@@ -221,6 +238,7 @@ run_suite() {
     echo "conformance $name: FAILED (suite exit $rc); full output: $dir/output.txt"
   fi
   kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; server_pid=""
+  if [[ -n "$proxy_pid" ]]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; proxy_pid=""; fi
 }
 
 # The Tasks extension's scenarios (serverfs-dev runs bash as a task).

@@ -298,7 +298,11 @@ async def main() -> int:
             proc, port = start_http(binary, root, tmp / f"state-{mode}", log)
             procs.append(proc)
             base = f"http://127.0.0.1:{port}"
-            await run_mode(res, tag, lambda: Client(base + "/mcp", mode=mode, cache=None), root, base)
+            # No credential configured: /mcp admits the token the server drew
+            # for this start, from its file in the state dir (in the query).
+            token = (tmp / f"state-{mode}" / f"local-token.{port}").read_text()
+            mcp = f"{base}/mcp?token={token}"
+            await run_mode(res, tag, lambda: Client(mcp, mode=mode, cache=None), root, base)
         for tag, mode in [("stdio/auto", "auto"), ("stdio/legacy", "legacy")]:
             root = fresh_project(tmp, tag)
             params = StdioServerParameters(

@@ -548,7 +548,11 @@ impl serverfs_transport::Verify for AccessJwt {
         "cloudflare-access"
     }
 
-    fn verify<'a>(&'a self, headers: &'a HeaderMap) -> serverfs_transport::Verdict<'a> {
+    fn verify<'a>(
+        &'a self,
+        _uri: &'a axum::http::Uri,
+        headers: &'a HeaderMap,
+    ) -> serverfs_transport::Verdict<'a> {
         Box::pin(async move {
             match self.verify_headers(headers).await {
                 Ok(identity) => Ok(serverfs_transport::Principal::Access { email: identity.email }),

@@ -213,7 +213,7 @@ impl Commands {
 
     /// The owner's sessions.
     pub fn shell_list(&self, owner: &Owner) -> ShellList {
-        ShellList { sessions: self.sessions.list(owner), unlisted: None }
+        ShellList { sessions: self.sessions.list(owner) }
     }
 
     /// Closes every session (at shutdown).
@@ -398,24 +398,6 @@ pub struct ShellListArgs {}
 pub struct ShellList {
     /// The caller's open sessions.
     pub sessions: Vec<SessionInfo>,
-    /// Why no session is listed although some may be open: the caller is
-    /// anonymous (HTTP without credentials), so its sessions cannot be told
-    /// from anyone else's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unlisted: Option<String>,
-}
-
-impl ShellList {
-    /// The answer to an anonymous caller: nothing listed, and why.
-    pub fn anonymous() -> Self {
-        Self {
-            sessions: Vec::new(),
-            unlisted: Some(
-                "anonymous clients are not listed; keep the session_id that shell_open returned"
-                    .to_owned(),
-            ),
-        }
-    }
 }
 
 impl Reported for ShellList {}
@@ -435,9 +417,7 @@ impl ToText for ShellWritten {
 
 impl ToText for ShellList {
     fn to_text(&self, workdir: Option<&str>, out: &mut String) {
-        if let Some(why) = &self.unlisted {
-            let _ = writeln!(out, "{why}");
-        } else if self.sessions.is_empty() {
+        if self.sessions.is_empty() {
             out.push_str("no open sessions\n");
         }
         for s in &self.sessions {

@@ -63,11 +63,9 @@ fn main() -> ExitCode {
   stdio transport. HTTP is stateless (no `Mcp-Session-Id`): the owner is the
   request's authenticated principal (`access:<email>` under Cloudflare
   Access, `token:<name>` under a named bearer token, `token` for every
-  holder of the single unnamed token), or `anonymous` without one, and
-  then the session id alone is the capability and `shell_list` shows
-  nothing. The per-owner cap is per principal: each Access user and named
-  token has its own; all anonymous clients (loopback only) share one, as
-  a request without credentials has no identity to count it by. No
+  holder of the single unnamed token, `token:local` for the holders of
+  serverfs-dev's local token). The per-owner cap is per principal: each
+  Access user and named token has its own. No
   transport event closes an HTTP client's sessions: they end with
   `shell_close`, the idle reaper, or shutdown.
   `Policy::check_input` on every `shell_write`.
@@ -115,7 +113,6 @@ mod driver;
 mod launch;
 mod limit;
 mod output;
-mod peer;
 mod policy;
 mod render;
 mod run;
@@ -130,7 +127,6 @@ pub use commands::{
 pub use launch::{ChildEnv, Supervisor, adopt_orphans, remove_tmpdir_parent, sweep_stale_tmpdirs};
 pub use limit::{DEFAULT_MAX_WAIT, DEFAULT_RUNNING, DEFAULT_WAITING, Limiter, Permit};
 pub use output::ReadOutput;
-pub use peer::from_own_command;
 pub use policy::Policy;
 
 pub use run::{

@@ -24,6 +24,8 @@ use serverfs_settings::{HttpSettings, ReadSettings};
 use serverfs_tools::{Concurrency, Limits};
 use serverfs_transport::{Auth, HttpConfig};
 
+use crate::local_token::LocalToken;
+
 /// Host names `/mcp` answers to unless configured.
 const DEFAULT_ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
@@ -99,8 +101,11 @@ pub(crate) struct Config {
     pub(crate) concurrency: Concurrency,
     pub(crate) commands: serverfs_exec::CommandConfig,
     pub(crate) http: HttpConfig,
-    /// Who may call /mcp: the bearer token and/or Cloudflare Access.
+    /// Who may call /mcp: the bearer token and/or Cloudflare Access, or
+    /// the local token.
     pub(crate) auth: Option<Auth>,
+    /// Over HTTP without a configured credential: this start's token.
+    pub(crate) local_token: Option<LocalToken>,
     pub(crate) links: serverfs_transfer::LinkConfig,
 }
 
@@ -133,11 +138,24 @@ impl Cli {
         }
         // The bearer token stays in `http` too: /files accepts it beside
         // link signatures.
-        let http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
-        let auth = serverfs_auth::combined(http.auth.clone(), self.access.verifier()?);
+        let mut http = self.http.config(self.listen, DEFAULT_ALLOWED_HOSTS, env)?;
+        let access = self.access.verifier()?;
         if !self.stdio {
-            serverfs_auth::require_auth_for_listen(self.listen, auth.is_some())?;
+            let configured = http.auth.is_some() || access.is_some();
+            serverfs_auth::require_auth_for_listen(self.listen, configured)?;
         }
+        // On loopback without a configured credential: a token of this
+        // start's own (see the local_token module).
+        let local_token = if self.stdio || http.auth.is_some() || access.is_some() {
+            None
+        } else {
+            let token = LocalToken::draw().map_err(|e| {
+                ConfigError::new("SERVERFS_LISTEN", format!("cannot draw the local token: {e}"))
+            })?;
+            http.auth = Some(token.auth());
+            Some(token)
+        };
+        let auth = serverfs_auth::combined(http.auth.clone(), access);
         let (state_dir, state_dir_named) = match &self.state_dir {
             Some(dir) => (dir.clone(), STATE_DIR.to_owned()),
             None => {
@@ -174,6 +192,23 @@ impl Cli {
             return Err(ConfigError::new("SERVERFS_ROOT", reason));
         }
         let mut commands = self.commands.config(&root)?;
+        if let Some(sandbox) = commands.sandbox.as_mut() {
+            // Commands' views cover the state dir: what they work in cannot
+            // lie in it.
+            if let Some(inside) = std::iter::once(&root)
+                .chain(&sandbox.writable)
+                .find(|path| path.starts_with(&state_dir))
+            {
+                return Err(ConfigError::named(
+                    &state_dir_named,
+                    format!(
+                        "{} lies in it, and commands see the state directory empty; choose a state directory outside the root and the --command-writable paths",
+                        inside.display()
+                    ),
+                ));
+            }
+            sandbox.hidden.push(state_dir.clone());
+        }
         // Over authenticated HTTP clients are several principals: none may
         // hold every command slot (stdio has one client).
         commands.fair_share = !self.stdio && auth.is_some();
@@ -189,6 +224,7 @@ impl Cli {
             commands,
             http,
             auth,
+            local_token,
             links: self.links.config()?,
         })
     }
@@ -250,6 +286,23 @@ mod tests {
         assert!(config(&["--listen", "[::1]:8790"], &[("HOME", "/h")]).is_ok());
         // stdio never listens.
         assert!(config(&["--stdio", "--listen", "0.0.0.0:1"], &[("HOME", "/h")]).is_ok());
+    }
+
+    #[test]
+    fn a_local_token_is_drawn_only_where_nothing_else_guards_mcp() {
+        let home = [("HOME", "/h")];
+        let local = config(&[], &home).unwrap();
+        assert!(local.local_token.is_some() && local.auth.is_some());
+        assert!(config(&["--stdio"], &home).unwrap().local_token.is_none());
+        let token = "t".repeat(32);
+        let configured = config(&[], &[("HOME", "/h"), ("SERVERFS_TOKEN", &token)]).unwrap();
+        assert!(configured.local_token.is_none());
+    }
+
+    #[test]
+    fn the_root_cannot_lie_in_the_state_dir_commands_see_empty() {
+        let err = config(&["--state-dir", "/"], &[]).unwrap_err();
+        assert!(err.reason().contains("/tmp lies in it"), "{err}");
     }
 
     #[test]

@@ -77,17 +77,14 @@ pub enum SessionOwner {
     /// The one client of a stdio connection.
     Connection,
     /// HTTP: the authenticated principal of each request (Access: the
-    /// user's email; a named bearer token: its name; the one unnamed token:
-    /// every holder alike); without one (loopback only), every client is
-    /// the one owner `anonymous` and a session id is the capability, so
-    /// shell_list has nothing to show.
+    /// user's email; a named bearer token: its name; the one unnamed token
+    /// or the local token: every holder alike).
     Http,
 }
 
-/// The owner of one call's sessions, and whether it may list them.
+/// The owner of one call's sessions.
 struct CallOwner {
     owner: Owner,
-    may_list: bool,
     /// Who called, for the audit line.
     principal: String,
 }
@@ -97,13 +94,15 @@ impl SessionOwner {
         let principal = extensions
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Principal>());
-        let (name, may_list) = match (self, principal) {
-            (Self::Connection, _) => ("stdio".to_owned(), true),
-            // `token`, `token:<name>` or `access:<email>`.
-            (Self::Http, Some(principal)) => (principal.to_string(), true),
-            (Self::Http, None) => ("anonymous".to_owned(), false),
+        let name = match (self, principal) {
+            (Self::Connection, _) => "stdio".to_owned(),
+            // `token`, `token:<name>`, `token:local` or `access:<email>`.
+            (Self::Http, Some(principal)) => principal.to_string(),
+            // Not reached: every HTTP request to /mcp passed the guard,
+            // which admits a principal or refuses.
+            (Self::Http, None) => "unauthenticated".to_owned(),
         };
-        CallOwner { owner: Owner::new(name.clone()), may_list, principal: name }
+        CallOwner { owner: Owner::new(name.clone()), principal: name }
     }
 }
 
@@ -444,11 +443,7 @@ impl DevServer {
         args.accept("shell_list")?;
         let call = CallLog { tool: "shell_list", workdir: None, path: None };
         let caller = self.owner.of(&extensions);
-        let list = if caller.may_list {
-            self.commands.shell_list(&caller.owner)
-        } else {
-            ShellList::anonymous()
-        };
+        let list = self.commands.shell_list(&caller.owner);
         self.runner.answer(logged(call, &ct, async { Ok(list) }).await)
     }
 }

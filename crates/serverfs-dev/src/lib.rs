@@ -11,6 +11,7 @@
 
 mod cli;
 mod handler;
+mod local_token;
 pub mod project;
 mod tasks;
 
@@ -22,9 +23,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serverfs_core::{ConfigError, ErrorCode, Root, RootOptions, SymlinkRule};
-use serverfs_exec::Commands;
+use serverfs_exec::{Commands, ViewProbe};
 use serverfs_tools::ReadTools;
-use serverfs_transport::{McpGuard, PeerCheck};
+use serverfs_transport::McpGuard;
 use serverfs_write::{Writer, WriterConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -158,6 +159,12 @@ pub fn run() -> ExitCode {
             }
         },
     }
+    // Published once the state dir is ready and the port known; removed
+    // when the server ends.
+    let _local_token = match publish_local_token(&config) {
+        Ok(published) => published,
+        Err(e) => return config_error(&e),
+    };
     let runtime = match serverfs_transport::runtime(config.concurrency.blocking_threads()) {
         Ok(rt) => rt,
         Err(e) => {
@@ -193,15 +200,7 @@ pub fn run() -> ExitCode {
             let server = server.with_file_links(Arc::clone(&links));
             let writer = Arc::clone(project.writer());
             let routes = serverfs_transfer::router(writer, links, config.http.auth.clone());
-            let mut http = config.http;
-            if config.auth.is_none() {
-                // Anonymous loopback: nothing tells a command's call to our
-                // own /mcp from the user's client but where it comes from.
-                http.connections.refuse_peer = Some(PeerCheck(Arc::new(|local, peer| {
-                    serverfs_exec::from_own_command(local, peer)
-                        .then_some("it comes from one of this server's own commands")
-                })));
-            }
+            let http = config.http;
             let guard = McpGuard::from(config.auth);
             let factory = move || server.clone();
             serverfs_transport::serve_guarded_mcp(factory, http, guard, routes, shutdown).await
@@ -215,6 +214,30 @@ pub fn run() -> ExitCode {
     // ahead (their TMPDIRs removed): their directory goes too.
     serverfs_exec::remove_tmpdir_parent();
     code
+}
+
+/// Writes this start's local token (if it has one) to the state dir and
+/// says where, with a WARN where commands could read it there.
+fn publish_local_token(config: &Config) -> Result<Option<local_token::Published>, ConfigError> {
+    let (Some(token), Some(address)) = (&config.local_token, config.http.bound_address()) else {
+        return Ok(None);
+    };
+    let published = token
+        .publish(&config.state_dir, address.port())
+        .map_err(|e| ConfigError::named(&config.state_dir_named, format!("local token: {e}")))?;
+    tracing::info!(
+        event = "local_token",
+        file = %published.path().display(),
+        message = "no credential is configured: /mcp admits the token in this file (Authorization: Bearer, or ?token= in the URL), drawn for this start",
+    );
+    let view = config.commands.sandbox.as_ref().and_then(|s| s.view);
+    if !matches!(view, Some(ViewProbe::Own | ViewProbe::OwnWithProc)) {
+        tracing::warn!(
+            event = "config_warning",
+            message = "commands get no view of their own here (or no sandbox), so they can read the local token's file and call this server's /mcp: set SERVERFS_TOKEN_FILE to a file they cannot read, or narrow their reads (--command-readable)",
+        );
+    }
+    Ok(Some(published))
 }
 
 fn config_error(e: &ConfigError) -> ExitCode {

@@ -300,7 +300,6 @@ impl HttpSettings {
                 self.http_header_timeout_seconds,
             )?,
             max_connections: self.max_connections,
-            refuse_peer: None,
         })
     }
 

@@ -25,6 +25,9 @@
 //!   an empty read-only file system holding only the command's own
 //!   `TMPDIR`; every other server's such directory of the same user is
 //!   covered with an empty one.
+//! - **The server's state directory is empty** (covered like another
+//!   server's `TMPDIR`s): its local token, journals and records are not
+//!   there to read.
 //! - **`/dev/shm` is the command's own** (a fresh tmpfs): POSIX shared
 //!   memory and semaphores of other commands are invisible, and the
 //!   command's are gone when its last process ends. (Not when the root or
@@ -141,6 +144,16 @@ impl View {
             if sandbox.open_pinned(path)?.is_none() {
                 return Err(Error::Moved(path.clone()));
             }
+        }
+        // Covered by the object checked (a rename of the path meanwhile
+        // fails the check, and the view with it).
+        for path in &sandbox.hidden {
+            let pinned = sandbox.open_pinned(path)?.ok_or_else(|| Error::Moved(path.clone()))?;
+            let target = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+            let flags =
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+            rustix::mount::mount("tmpfs", &target, "tmpfs", flags, c"mode=0500,size=4k")
+                .map_err(|e| Error::os_at("cover", path, e))?;
         }
         // A /proc that shows only the processes the command may ptrace:
         // those of its own Landlock domain. The kernel lets only a holder of

@@ -94,6 +94,10 @@ pub struct SandboxConfig {
     /// the same directory, so renaming or replacing the path or any of its
     /// ancestors changes nothing for later commands (they are refused).
     pub identities: Vec<(PathBuf, FileId)>,
+    /// Directories the view covers with an empty read-only file system,
+    /// so commands read nothing in them: the server's state directory
+    /// (its local token, journals, records). Pinned like the others.
+    pub hidden: Vec<PathBuf>,
 }
 
 /// A file's identity: its device and inode.
@@ -133,6 +137,7 @@ impl SandboxConfig {
             max_abi: None,
             view: None,
             identities: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 
@@ -146,6 +151,7 @@ impl SandboxConfig {
         let paths: Vec<PathBuf> = std::iter::once(&self.root)
             .chain(&self.writable)
             .chain(self.readable.iter().flatten())
+            .chain(&self.hidden)
             .cloned()
             .collect();
         self.identities = paths
@@ -219,6 +225,10 @@ impl SandboxConfig {
             args.push("--view".into());
             args.push(view.word().into());
         }
+        for p in &self.hidden {
+            args.push("--hide".into());
+            args.push(p.into());
+        }
         for (path, id) in &self.identities {
             args.push("--identity".into());
             args.push(path.into());
@@ -253,6 +263,8 @@ impl SandboxConfig {
             } else if args.next_if(|a| a == "--view").is_some() {
                 let view = args.next().ok_or(())?;
                 cfg.view = Some(view.to_str().and_then(ViewProbe::from_word).ok_or(())?);
+            } else if args.next_if(|a| a == "--hide").is_some() {
+                cfg.hidden.push(args.next().ok_or(())?.into());
             } else if args.next_if(|a| a == "--identity").is_some() {
                 let path = PathBuf::from(args.next().ok_or(())?);
                 let id = args.next().ok_or(())?;
@@ -436,6 +448,7 @@ mod tests {
         cfg.max_abi = Some(3);
         cfg.view = Some(ViewProbe::Own);
         cfg.identities = vec![("/r".into(), FileId { dev: 2049, ino: 12 })];
+        cfg.hidden = vec!["/state".into()];
         let mut args = cfg.to_args();
         args.extend(["run".into(), "x".into()]);
         let mut it = args.into_iter().peekable();

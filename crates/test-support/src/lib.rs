@@ -73,6 +73,9 @@ pub struct Listening {
     /// Its stderr after the `listening` line; keep draining it, or the
     /// server blocks on a full pipe.
     pub log: Lines<BufReader<ChildStderr>>,
+    /// The local token serverfs-dev drew for this start (its `local_token`
+    /// line's file, read), when it did.
+    pub local_token: Option<String>,
 }
 
 /// Starts `cmd` with `--listen 127.0.0.1:0` and waits (up to `startup`, a
@@ -91,6 +94,7 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
     let mut log = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
     let deadline = Instant::now() + startup;
     let mut said = Vec::new();
+    let mut local_token = None;
     let addr = loop {
         assert!(Instant::now() < deadline, "server did not start: {said:#?}");
         let Some(line) = log.next() else {
@@ -99,11 +103,16 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
         let line = line.expect("a log line");
         said.push(line.clone());
         let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["event"] == "local_token" {
+            let file = v["file"].as_str().expect("the token's file");
+            local_token =
+                Some(std::fs::read_to_string(file).expect("the token's file is readable"));
+        }
         if v["event"] == "listening" {
             break v["address"].as_str().expect("an address").to_owned();
         }
     };
-    Listening { child: KillOnDrop(child), addr, log }
+    Listening { child: KillOnDrop(child), addr, log, local_token }
 }
 
 /// An rmcp stdio transport to the server `cmd` starts (on the test's tokio

@@ -14,7 +14,9 @@
 //!   the presented credential can influence timing, which says nothing
 //!   useful about a high-entropy token. Exactly one `Authorization` header
 //!   with the `Bearer` scheme (any case, as RFC 9110 §11.1 makes schemes
-//!   case-insensitive) is accepted.
+//!   case-insensitive) is accepted; the local token
+//!   ([`BearerAuth::local`]) also as the one `token=` of the query, for
+//!   clients that take only a URL (as Jupyter's per-start token is).
 //! - A refusal is `401` with a short plain-text body (`401 Unauthorized:
 //!   missing or invalid <what the binary accepts>`). Which check failed is
 //!   logged (`auth_refused`, INFO) with the method and path, never a token
@@ -37,7 +39,7 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
@@ -75,9 +77,10 @@ pub trait Verify: Send + Sync + fmt::Debug {
     /// Its name in the start-up log line (`bearer`, `cloudflare-access`).
     fn method(&self) -> &'static str;
 
-    /// Checks a request's headers. The reason of a refusal is logged: it
-    /// must never contain a credential or an unverified claim.
-    fn verify<'a>(&'a self, headers: &'a HeaderMap) -> Verdict<'a>;
+    /// Checks a request's headers (and, for a method that accepts one
+    /// there, the credential in its query). The reason of a refusal is
+    /// logged: it must never contain a credential or an unverified claim.
+    fn verify<'a>(&'a self, uri: &'a Uri, headers: &'a HeaderMap) -> Verdict<'a>;
 }
 
 /// Why a request was refused: each configured method's finding, in order.
@@ -96,6 +99,8 @@ impl fmt::Display for Refusal {
 #[derive(Clone)]
 pub struct BearerAuth {
     tokens: Arc<[Token]>,
+    /// Also accepted as `token=` in the query ([`BearerAuth::local`]).
+    in_query: bool,
 }
 
 /// One configured token and the name of its holder.
@@ -126,7 +131,24 @@ impl BearerAuth {
     // setting for; no caller tells its causes apart.
     pub fn new(token: &str) -> Result<Self, String> {
         check_token(token)?;
-        Ok(Self { tokens: Arc::new([Token { name: None, secret: token.as_bytes().into() }]) })
+        let tokens = Arc::new([Token { name: None, secret: token.as_bytes().into() }]);
+        Ok(Self { tokens, in_query: false })
+    }
+
+    /// The local token: one a server drew for this start alone (see
+    /// serverfs-dev's `local_token`), admitting its holder as
+    /// `Principal::Token(Some("local"))`, in the `Authorization` header or
+    /// as the one `token=` of the request's query (a URL-only client).
+    ///
+    /// # Errors
+    /// As [`Self::new`].
+    pub fn local(token: &str) -> Result<Self, String> {
+        check_token(token)?;
+        let secret = token.as_bytes().into();
+        Ok(Self {
+            tokens: Arc::new([Token { name: Some("local".into()), secret }]),
+            in_query: true,
+        })
     }
 
     /// Several named tokens, each admitting its holder as
@@ -168,7 +190,7 @@ impl BearerAuth {
         if tokens.is_empty() {
             return Err("no token is given".to_owned());
         }
-        Ok(Self { tokens: tokens.into() })
+        Ok(Self { tokens: tokens.into(), in_query: false })
     }
 
     /// The principal whose token `headers` carry (in exactly one
@@ -178,7 +200,25 @@ impl BearerAuth {
         let (Some(value), None) = (values.next(), values.next()) else {
             return None;
         };
-        let presented = bearer_credentials(value.as_bytes())?;
+        self.holder(bearer_credentials(value.as_bytes())?)
+    }
+
+    /// The principal whose token is the one `token=` of `uri`'s query,
+    /// when this is the local token; the value is compared as it is
+    /// (the tokens a server draws need no percent-encoding).
+    fn principal_in_query(&self, uri: &Uri) -> Option<Principal> {
+        if !self.in_query {
+            return None;
+        }
+        let mut values = uri.query()?.split('&').filter_map(|pair| pair.strip_prefix("token="));
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return None;
+        };
+        self.holder(value.as_bytes())
+    }
+
+    /// The holder of `presented`, compared with every token.
+    fn holder(&self, presented: &[u8]) -> Option<Principal> {
         // Every token is compared, whichever matches: the time taken does
         // not depend on which one (if any) it was.
         let mut found = subtle::CtOption::new(0_u32, 0.into());
@@ -221,12 +261,14 @@ impl Verify for BearerAuth {
         "bearer"
     }
 
-    fn verify<'a>(&'a self, headers: &'a HeaderMap) -> Verdict<'a> {
-        let verdict = self.principal(headers).ok_or(if headers.contains_key(AUTHORIZATION) {
-            "invalid bearer credentials"
-        } else {
-            "no Authorization header"
-        });
+    fn verify<'a>(&'a self, uri: &'a Uri, headers: &'a HeaderMap) -> Verdict<'a> {
+        let verdict = self.principal(headers).or_else(|| self.principal_in_query(uri)).ok_or(
+            if headers.contains_key(AUTHORIZATION) {
+                "invalid bearer credentials"
+            } else {
+                "no Authorization header"
+            },
+        );
         Box::pin(std::future::ready(verdict))
     }
 }
@@ -272,10 +314,10 @@ impl Auth {
     ///
     /// # Errors
     /// What each method found.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
+    pub async fn authenticate(&self, uri: &Uri, headers: &HeaderMap) -> Result<Principal, Refusal> {
         let mut reasons = Vec::with_capacity(self.verifiers.len());
         for verifier in self.verifiers.iter() {
-            match verifier.verify(headers).await {
+            match verifier.verify(uri, headers).await {
                 Ok(principal) => return Ok(principal),
                 Err(reason) => reasons.push(reason),
             }
@@ -332,7 +374,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let auth = self.auth.clone();
         Box::pin(async move {
-            match auth.authenticate(request.headers()).await {
+            match auth.authenticate(request.uri(), request.headers()).await {
                 Ok(principal) => {
                     request.extensions_mut().insert(principal);
                     inner.call(request).await
@@ -361,6 +403,33 @@ mod tests {
             h.append(AUTHORIZATION, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    #[test]
+    fn only_the_local_token_is_taken_from_the_query() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        let local = BearerAuth::local(secret).unwrap();
+        let uri = |q: &str| format!("/mcp?{q}").parse::<Uri>().unwrap();
+        let admitted = |auth: &BearerAuth, q: &str| {
+            auth.principal(&HeaderMap::new()).or_else(|| auth.principal_in_query(&uri(q)))
+        };
+        let holder = Some(Principal::Token(Some("local".into())));
+        assert_eq!(admitted(&local, &format!("token={secret}")), holder);
+        assert_eq!(admitted(&local, &format!("a=1&token={secret}&b=2")), holder);
+        assert_eq!(local.principal(&headers(&[&format!("Bearer {secret}")])), holder);
+        assert_eq!(Principal::Token(Some("local".into())).to_string(), "token:local");
+        for bad in [
+            format!("token={secret}x"),
+            format!("token={secret}&token={secret}"),
+            format!("xtoken={secret}"),
+            "token=".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(admitted(&local, &bad), None, "{bad}");
+        }
+        // A configured token travels in the header alone.
+        let configured = BearerAuth::new(secret).unwrap();
+        assert_eq!(admitted(&configured, &format!("token={secret}")), None);
     }
 
     #[test]

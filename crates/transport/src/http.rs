@@ -84,25 +84,6 @@ pub struct ConnectionOptions {
     pub header_timeout: Duration,
     /// Most connections open at once (≥ 1).
     pub max_connections: usize,
-    /// Connections this refuses are closed before anything is read (see
-    /// [`PeerCheck`]).
-    pub refuse_peer: Option<PeerCheck>,
-}
-
-/// A check of each accepted connection, from its local and peer addresses:
-/// `Some(reason)` closes it at once (logged at WARN with the reason). It
-/// runs on a blocking thread (it may read `/proc`).
-#[derive(Clone)]
-pub struct PeerCheck(
-    pub  Arc<
-        dyn Fn(std::net::SocketAddr, std::net::SocketAddr) -> Option<&'static str> + Send + Sync,
-    >,
-);
-
-impl std::fmt::Debug for PeerCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PeerCheck")
-    }
 }
 
 /// The server's own origins: those of the hosts it answers to.
@@ -147,7 +128,7 @@ pub async fn serve(
                 Err(_) => break, // never closed
             },
         };
-        let (stream, peer) = tokio::select! {
+        let (stream, _) = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -162,20 +143,10 @@ pub async fn serve(
                 }
             },
         };
-        // The connection's own address (the listener's may be 0.0.0.0).
-        let check = options.refuse_peer.clone().zip(stream.local_addr().ok());
         let connection =
             http1.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            if let Some((PeerCheck(check), local)) = check {
-                let refused = tokio::task::spawn_blocking(move || check(local, peer)).await;
-                if let Ok(Some(reason)) = refused {
-                    tracing::warn!(event = "connection_refused", reason);
-                    drop(permit);
-                    return;
-                }
-            }
             // Timeouts and peers that vanish end connections with an error;
             // that is routine, so it is only worth a DEBUG line.
             if let Err(e) = connection.await {
@@ -207,6 +178,11 @@ pub struct HttpConfig {
 }
 
 impl HttpConfig {
+    /// The address [`Self::bind`] bound (its port, when `listen`'s was 0).
+    pub fn bound_address(&self) -> Option<std::net::SocketAddr> {
+        self.bound.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// Binds the listen address now, before the binary says it is
     /// starting: an address in use is then the first thing said, not a
     /// line after others that read like a good start. Needs no runtime;

@@ -28,7 +28,7 @@ pub use axum::Router;
 pub use cancel::{CANCEL_GRACE, ClientCancel, call_tool, with_client_cancel};
 pub use health::probe_health;
 pub use http::{
-    ConnectionOptions, HttpConfig, ListenError, McpGuard, McpOptions, PeerCheck, SHUTDOWN_GRACE,
+    ConnectionOptions, HttpConfig, ListenError, McpGuard, McpOptions, SHUTDOWN_GRACE,
     health_router, mcp_router, serve, serve_guarded_mcp, serve_mcp, with_header_checks,
 };
 pub use logging::{flush_logs, init_logging};

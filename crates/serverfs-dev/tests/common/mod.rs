@@ -167,6 +167,9 @@ pub struct HttpServer {
     pub url: String,
     /// `host:port`.
     pub addr: String,
+    /// The token the server drew for this start, when no credential was
+    /// configured (then `url` carries it as `?token=`).
+    pub local_token: Option<String>,
     child: serverfs_test_support::KillOnDrop,
 }
 
@@ -177,10 +180,14 @@ impl HttpServer {
 
     /// Starts `cmd` (a server command line) on an ephemeral loopback port.
     pub fn start_with(cmd: Command) -> Self {
-        let Listening { child, addr, log } = listen(cmd, Duration::from_secs(30));
+        let Listening { child, addr, log, local_token } = listen(cmd, Duration::from_secs(30));
         // Keep draining the log so the server never blocks on stderr.
         std::thread::spawn(move || log.for_each(drop));
-        Self { url: format!("http://{addr}/mcp"), addr, child }
+        let url = match &local_token {
+            Some(token) => format!("http://{addr}/mcp?token={token}"),
+            None => format!("http://{addr}/mcp"),
+        };
+        Self { url, addr, local_token, child }
     }
 
     pub fn pid(&self) -> u32 {

@@ -152,7 +152,7 @@ async fn each_named_token_has_its_own_sessions_and_quota() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut cmd = p.command();
     cmd.env("SERVERFS_TOKENS_FILE", &file);
-    let serverfs_test_support::Listening { mut child, addr, log } =
+    let serverfs_test_support::Listening { mut child, addr, log, .. } =
         serverfs_test_support::listen(cmd, std::time::Duration::from_secs(30));
     let (lines, audit) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {
@@ -333,22 +333,27 @@ fn a_bad_tokens_file_is_a_start_up_error_naming_the_line() {
     assert!(stderr.contains("is set too; use one") && !stderr.contains(TOKEN), "{stderr}");
 }
 
-/// Anonymous clients (HTTP on loopback without credentials) cannot be told
-/// apart, so none of their sessions is listed; the answer says why instead
-/// of "no open sessions" right after a shell_open.
+/// Without a configured credential the local token's holder is one
+/// principal, `token:local`: shell_list shows the session it opened, and
+/// a request without the token (or with another) is refused, 401.
 #[tokio::test]
-async fn an_anonymous_shell_list_says_why_it_lists_nothing() {
+async fn the_local_token_is_one_principal_that_lists_its_sessions() {
     let p = Project::new();
     let server = HttpServer::start_with(p.command());
-    let (status, opened) = call(&server.url, &[], "shell_open", json!({})).await;
+    let token = server.local_token.clone().expect("a local token");
+    let bare = format!("http://{}/mcp", server.addr);
+    let (status, _) = call(&bare, &[], "shell_list", json!({})).await;
+    assert_eq!(status, 401);
+    let wrong = format!("{bare}?token={}", "0".repeat(64));
+    assert_eq!(call(&wrong, &[], "shell_list", json!({})).await.0, 401);
+    let header = format!("Bearer {token}");
+    let (status, opened) =
+        call(&bare, &[("authorization", header.as_str())], "shell_open", json!({})).await;
     assert_eq!(status, 200, "{opened}");
     let id = opened["result"]["structuredContent"]["session_id"].as_str().unwrap().to_owned();
     let (_, listed) = call(&server.url, &[], "shell_list", json!({})).await;
-    let result = &listed["result"];
-    assert_eq!(result["structuredContent"]["sessions"], json!([]), "{listed}");
-    let why = "anonymous clients are not listed; keep the session_id that shell_open returned";
-    assert_eq!(result["structuredContent"]["unlisted"], why, "{listed}");
-    assert_eq!(result["content"][0]["text"], format!("{why}\n"), "{listed}");
+    let sessions = &listed["result"]["structuredContent"]["sessions"];
+    assert_eq!(sessions[0]["session_id"], id.as_str(), "{listed}");
     let (_, closed) = call(&server.url, &[], "shell_close", json!({"session_id": id})).await;
     assert!(
         closed["result"]["isError"].is_null() || closed["result"]["isError"] == false,

@@ -46,8 +46,9 @@ fn closing_stdin_kills_a_running_command_without_waiting_for_its_answer() {
 fn an_http_client_that_hangs_up_is_not_an_error() {
     use std::io::Write;
     let p = Project::new();
-    let serverfs_test_support::Listening { mut child, addr, log } =
+    let serverfs_test_support::Listening { mut child, addr, log, local_token } =
         serverfs_test_support::listen(p.command(), Duration::from_secs(30));
+    let token = local_token.expect("a local token");
     let (lines, seen) = std::sync::mpsc::channel();
     std::thread::spawn(move || log.map_while(Result::ok).try_for_each(|l| lines.send(l)));
     let tag = tag();
@@ -57,7 +58,7 @@ fn an_http_client_that_hangs_up_is_not_an_error() {
     let mut connection = std::net::TcpStream::connect(&addr).unwrap();
     write!(
         connection,
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+        "POST /mcp?token={token} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
          Content-Length: {}\r\n\r\n{body}",
         body.len()

@@ -492,7 +492,7 @@ fn cancel_of(id: u64) -> Value {
 async fn an_http_cancel_notification_stops_only_its_own_callers_command() {
     let p = Project::new();
     let cmd = p.command_for_alice_and_bob();
-    let serverfs_test_support::Listening { child: _child, addr, log } =
+    let serverfs_test_support::Listening { child: _child, addr, log, .. } =
         serverfs_test_support::listen(cmd, Duration::from_secs(30));
     let (lines, cancel_lines) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {
@@ -564,28 +564,32 @@ async fn an_http_cancel_notification_stops_only_its_own_callers_command() {
     assert!(cancel_lines.try_recv().is_err(), "an ERROR line was logged");
 }
 
-/// Posts tools/list to the URL in argv[1]; prints the HTTP status, or
-/// `refused` when the connection is closed without an answer.
+/// Posts tools/list to the URL in argv[1] (with argv[2], when given, as a
+/// bearer token); prints the HTTP status, or `refused`, the error's type
+/// and its status when there is one.
 const CALL_OWN_SERVER: &str = r#"import sys, urllib.request
 body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
-request = urllib.request.Request(sys.argv[1], data=body, headers={
-    "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-    "Mcp-Protocol-Version": "2025-11-25"})
+headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+    "Mcp-Protocol-Version": "2025-11-25"}
+if len(sys.argv) > 2:
+    headers["Authorization"] = "Bearer " + sys.argv[2]
+request = urllib.request.Request(sys.argv[1], data=body, headers=headers)
 try:
     print(urllib.request.urlopen(request, timeout=30).status)
 except Exception as e:
-    print("refused", type(e).__name__)
+    print("refused", type(e).__name__, getattr(e, "code", ""))
 "#;
 
-/// Over anonymous loopback HTTP nothing but where a call comes from tells a
-/// command's call to the server's own `/mcp` from the user's client: a
-/// connection from one of the server's commands is closed before anything
-/// is read. The control, the same call from a process that is not the
-/// server's, is answered. The same when the server is not root (run as
-/// `nobody` when the tests run as root): it reads its commands' open files
-/// as their owner, and they cannot make themselves unreadable.
+/// Over loopback HTTP without a configured credential, `/mcp` admits only
+/// the token the server drew for this start, from a file in its state dir
+/// that every command's view covers: a command finds the directory empty,
+/// and its call to its own server, with no token or a made-up one, is
+/// refused (401), however it routes it. The controls: a process that is
+/// not the server's reads the file, and its call with the token (in the
+/// query, and in the `Authorization` header) is answered, without it 401.
+/// As this user and, when the tests run as root, as `nobody`.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_commands_call_to_its_own_anonymous_server_is_refused() {
+async fn a_command_cannot_call_its_own_server() {
     let root = std::process::Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
     let runs: &[bool] = if root { &[false, true] } else { &[false] };
     for &as_nobody in runs {
@@ -595,16 +599,33 @@ async fn a_commands_call_to_its_own_anonymous_server_is_refused() {
         let command = if as_nobody { p.as_nobody(&p.command()) } else { p.command() };
         let as_whom = if as_nobody { "as nobody" } else { "as this user" };
         let server = HttpServer::start_with(command);
-        let control = std::process::Command::new("python3")
-            .arg(p.path("call.py"))
-            .arg(&server.url)
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&control.stdout).trim(), "200", "control {as_whom}");
+        let token = server.local_token.clone().expect("a local token");
+        let port = server.addr.rsplit(':').next().unwrap();
+        let file = p.state().join(format!("local-token.{port}"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), token, "{as_whom}");
+        let bare = format!("http://{}/mcp", server.addr);
+        let call = |args: &[&str]| {
+            let out = std::process::Command::new("python3")
+                .arg(p.path("call.py"))
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        assert_eq!(call(&[&server.url]), "200", "control, token in the query {as_whom}");
+        assert_eq!(call(&[&bare, &token]), "200", "control, token in the header {as_whom}");
+        assert_eq!(call(&[&bare]), "refused HTTPError 401", "control, no token {as_whom}");
         let client = server.client().await;
-        let command = format!("python3 call.py {}", server.url);
+        let command = format!(
+            "ls -A {state}; cat {file}; echo; python3 call.py {bare}; python3 call.py {bare}?token=0000000000000000",
+            state = p.state().display(),
+            file = file.display(),
+        );
         let v = ok(&client, "bash", json!({"command": command})).await;
-        assert!(v["stdout"].as_str().unwrap().starts_with("refused"), "{as_whom}: {v}");
+        let stdout = v["stdout"].as_str().unwrap();
+        assert!(!stdout.contains(&token), "{as_whom}: the command read the token: {v}");
+        assert_eq!(stdout.trim(), "refused HTTPError 401\nrefused HTTPError 401", "{as_whom}: {v}");
+        assert!(v["stderr"].as_str().unwrap().contains("No such file"), "{as_whom}: {v}");
         client.cancel().await.unwrap();
     }
 }
@@ -619,7 +640,7 @@ async fn one_principal_never_holds_every_command_slot() {
     let p = Project::new();
     let mut cmd = p.command_for_alice_and_bob();
     cmd.args(["--max-concurrent-commands", "2"]);
-    let serverfs_test_support::Listening { child: _child, addr, log: _log } =
+    let serverfs_test_support::Listening { child: _child, addr, log: _log, .. } =
         serverfs_test_support::listen(cmd, Duration::from_secs(30));
     let url = format!("http://{addr}/mcp");
     // No yield: a command yielding to a session gives its slot back.

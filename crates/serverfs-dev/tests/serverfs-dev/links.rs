@@ -629,7 +629,7 @@ async fn the_transfer_line_names_the_principal() {
     std::fs::write(p.path("a.txt"), "a\n").unwrap();
     let mut cmd = p.command();
     cmd.env("SERVERFS_TOKEN", TOKEN);
-    let serverfs_test_support::Listening { child: _child, addr, log } =
+    let serverfs_test_support::Listening { child: _child, addr, log, .. } =
         serverfs_test_support::listen(cmd, Duration::from_secs(30));
     let (lines, transfers) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {

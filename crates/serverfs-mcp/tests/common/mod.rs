@@ -119,7 +119,7 @@ impl HttpServer {
 
     fn spawn(mut cmd: Command, args: &[&str], env: &[(&str, &str)]) -> Self {
         cmd.args(args).envs(env.iter().copied());
-        let Listening { child, addr, log } = listen(cmd, Duration::from_secs(20));
+        let Listening { child, addr, log, .. } = listen(cmd, Duration::from_secs(20));
         let log = Log::collect(log);
         Self { url: format!("http://{addr}/mcp"), addr, child, log }
     }

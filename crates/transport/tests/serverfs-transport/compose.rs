@@ -33,11 +33,7 @@ fn options() -> (McpOptions, ConnectionOptions) {
             max_body_bytes: 64 * 1024,
             body_timeout: Duration::from_secs(10),
         },
-        ConnectionOptions {
-            header_timeout: Duration::from_secs(10),
-            max_connections: 8,
-            refuse_peer: None,
-        },
+        ConnectionOptions { header_timeout: Duration::from_secs(10), max_connections: 8 },
     )
 }
 

@@ -89,7 +89,17 @@ pub(crate) async fn accept(command: Arc<Command>, channel: UnixStream) {
         return;
     };
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // The server's own error (out of descriptors: EMFILE): the
+                // connection stays queued and the socket readable, so the
+                // pause keeps this loop from spinning until it clears.
+                tracing::warn!(event = "network_accept_failed", error = %e);
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         match Arc::clone(&command.slots).try_acquire_owned() {
             Ok(slot) => {
                 tokio::spawn(serve(Arc::clone(&command), stream, slot));

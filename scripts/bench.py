@@ -41,7 +41,7 @@ calls, timed from spawn to exit of the whole pipeline as a shell would.
   S8  read_text_file start_line=-200  vs  tail -n 200
   S9  list_directory first page (limit 500, sorted) of the 100k-entry directory  vs  ls -f
 
-serverfs-dev (--dev, with target/release/serverfs-dev or --dev-bin; runs only these, --only D1,D3
+serverfs-dev (--dev, with target/release/serverfs-dev ($CARGO_TARGET_DIR's if set) or --dev-bin; runs only these, --only D1,D3
 to pick): D1-D3 each beside its raw tool, spawned directly by this script, and beside Desktop Commander
 (npm @wonderwhy-er/desktop-commander, pinned DC_VERSION, installed with npm into bench-data/ on
 first use; its own HOME, telemetry off, no network), all three over the same kind of pipe (raw
@@ -1024,13 +1024,16 @@ def run_download(a: argparse.Namespace, binary: str, tmp: Path, state: Path, out
 
 def run_dev(a: argparse.Namespace) -> int:
     """D1-D3 for serverfs-dev, each beside its raw tool and Desktop Commander in the same loop."""
-    binary = a.dev_bin or str(REPO / "target" / "release" / "serverfs-dev")
+    # serverfs-dev refuses to start from below /tmp: a checkout there
+    # builds with CARGO_TARGET_DIR elsewhere.
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target").resolve()
+    binary = a.dev_bin or str(target / "release" / "serverfs-dev")
     calls = a.calls if a.calls else (50 if a.quick else 200)
     dc_entry = None if a.no_dc else ensure_dc()
     tmp = Path(tempfile.mkdtemp(prefix="serverfs-bench-dev-"))
     # serverfs-dev refuses a state dir below /tmp (commands can write there).
     # (/var/tmp when the checkout itself lives below /tmp.)
-    private = Path("/var/tmp") if (REPO / "target").is_relative_to("/tmp") else REPO / "target"
+    private = Path("/var/tmp") if target.is_relative_to("/tmp") else target
     private.mkdir(exist_ok=True)
     state = Path(tempfile.mkdtemp(prefix="serverfs-bench-state-", dir=private))
     root, dc_root, git = tmp / "root", tmp / "dc", tmp / "g"

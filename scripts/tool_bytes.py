@@ -6,7 +6,7 @@
     python3 scripts/tool_bytes.py --server fs-ref --bin .../server-filesystem/dist/index.js
 
 dev starts serverfs-dev --stdio --root TMP, mcp starts serverfs-mcp --stdio --workdir w=TMP
-(TMP a fresh temporary directory; BIN defaults to target/debug/<binary>); fs-ref starts the
+(TMP a fresh temporary directory; BIN defaults to target/debug/<binary>, in $CARGO_TARGET_DIR if set); fs-ref starts the
 official filesystem server (@modelcontextprotocol/server-filesystem) with node on TMP. Each is
 spoken to over raw JSON-RPC on stdio: initialize (2025-06-18), notifications/initialized,
 tools/list (every page). --compare FILE reads another server's tools/list output (the JSON-RPC
@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# Where cargo builds (serverfs-dev refuses to start from below /tmp: a
+# checkout there builds with CARGO_TARGET_DIR elsewhere).
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
 
 
 def list_tools(argv: list[str]) -> list[dict]:
@@ -100,9 +104,9 @@ def descriptions(value: object) -> list[str]:
 def measure(server: str, binary: str | None) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="tool-bytes-") as tmp:
         if server == "dev":
-            argv = [binary or str(REPO / "target/debug/serverfs-dev"), "--stdio", "--root", tmp]
+            argv = [binary or str(TARGET / "debug/serverfs-dev"), "--stdio", "--root", tmp]
         elif server == "mcp":
-            argv = [binary or str(REPO / "target/debug/serverfs-mcp"), "--stdio", "--workdir", f"w={tmp}"]
+            argv = [binary or str(TARGET / "debug/serverfs-mcp"), "--stdio", "--workdir", f"w={tmp}"]
         elif binary:
             argv = ["node", binary, tmp]
         else:

@@ -51,7 +51,8 @@ if [[ ! -x "$bin" ]]; then
 fi
 
 tmp="$(mktemp -d -t serverfs-conformance.XXXXXX)"
-state="$(mktemp -d "$repo/target/conformance-state.XXXXXX")"
+# The target directory: .ci/run moves it out of /tmp (CARGO_TARGET_DIR).
+state="$(mktemp -d "${CARGO_TARGET_DIR:-$repo/target}/conformance-state.XXXXXX")"
 server_pid=""
 proxy_pid=""
 cleanup() {

@@ -231,14 +231,15 @@ impl Cli {
 }
 
 impl Config {
-    /// The paths the state dir must not be below: what commands may write
-    /// (the root, `/tmp`, `/dev/shm`, the parent of their private
-    /// `TMPDIR`s, `--command-writable` paths) and, when reads are
-    /// narrowed, what they may read (`--command-readable` paths). Without
-    /// `$TMPDIR` for the rendezvous (`tmpdir: false`): commands write only
-    /// their own `serverfs-cmd-*` directories there, never the
-    /// rendezvous's `serverfs-roots.*` (`TMPDIR=/var/tmp` is common).
-    pub(crate) fn out_of_reach(&self, tmpdir: bool) -> Vec<serverfs_write::Reach> {
+    /// Where commands may write: the root, `/tmp`, `/dev/shm`, the parent
+    /// of their private `TMPDIR`s (`tmpdir`: `$TMPDIR`, else `/tmp`) and
+    /// every `--command-writable` path, each named as errors say it.
+    /// Neither serverfs-dev's program ([`crate::run`] refuses to start from
+    /// there) nor its state may lie below any of them. Without `$TMPDIR`
+    /// for the rendezvous (`tmpdir: false`): commands write only their own
+    /// `serverfs-cmd-*` directories there, never the rendezvous's
+    /// `serverfs-roots.*` (`TMPDIR=/var/tmp` is common).
+    pub(crate) fn commands_may_write(&self, tmpdir: bool) -> Vec<serverfs_write::Reach> {
         use serverfs_write::Reach;
         let mut reach = vec![
             Reach::new(&self.root, "the project root"),
@@ -248,13 +249,22 @@ impl Config {
         if tmpdir {
             reach.push(Reach::new(std::env::temp_dir(), TMPDIR_PARENT));
         }
-        if let Some(sandbox) = &self.commands.sandbox {
-            for p in &sandbox.writable {
-                reach.push(Reach::new(p, "a --command-writable path (SERVERFS_COMMAND_WRITABLE)"));
-            }
-            for p in sandbox.readable.iter().flatten() {
-                reach.push(Reach::new(p, "a --command-readable path (SERVERFS_COMMAND_READABLE)"));
-            }
+        for p in self.commands.sandbox.iter().flat_map(|s| &s.writable) {
+            reach.push(Reach::new(p, "a --command-writable path (SERVERFS_COMMAND_WRITABLE)"));
+        }
+        reach
+    }
+
+    /// The paths the state dir and the rendezvous must not be below:
+    /// [`Config::commands_may_write`] and, when reads are narrowed, what
+    /// commands may read (`--command-readable` paths).
+    pub(crate) fn out_of_reach(&self, tmpdir: bool) -> Vec<serverfs_write::Reach> {
+        let mut reach = self.commands_may_write(tmpdir);
+        for p in self.commands.sandbox.iter().flat_map(|s| s.readable.iter().flatten()) {
+            reach.push(serverfs_write::Reach::new(
+                p,
+                "a --command-readable path (SERVERFS_COMMAND_READABLE)",
+            ));
         }
         reach
     }

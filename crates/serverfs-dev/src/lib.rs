@@ -8,6 +8,12 @@
 //! the root opened, and any patch a crash interrupted is settled from the
 //! journal in the state directory (wholly undone or wholly finished, and
 //! logged) before the first call is served. The binary is [`run`].
+//!
+//! The code that confines commands is the code that was installed: the
+//! supervisor is copied into sealed memory at start (replacing the file
+//! later changes nothing for this server), and the server refuses to start
+//! (exit 2) when its program or the supervisor beside it lies where
+//! commands may write, where one could replace it before the next start.
 
 mod cli;
 mod handler;
@@ -66,35 +72,24 @@ fn supervisor_beside(exe: std::path::PathBuf) -> std::io::Result<serverfs_exec::
 }
 
 /// Refuses to start when this program or the supervisor beside it lies
-/// where commands may write (below the root or a `--command-writable`
-/// path): a command could replace it, and the next start would run that,
-/// unconfined. Below `/tmp` or `/dev/shm` (commands may write there too,
-/// but a checkout or a build often lives there) it is a warning.
-fn check_programs_out_of_reach(config: &cli::Config) -> Result<(), ConfigError> {
-    use serverfs_write::{Reach, program_reached};
+/// where commands may write ([`Config::commands_may_write`]: below the
+/// root, `/tmp`, `/dev/shm`, the commands' `TMPDIR` parent or a
+/// `--command-writable` path): a command could replace it, and the next
+/// start would run that, unconfined. The error names the place and the fix.
+fn check_programs_out_of_reach(config: &Config) -> Result<(), ConfigError> {
     let Ok(exe) = std::env::current_exe() else { return Ok(()) };
     let beside = exe.with_file_name(SUPERVISOR_PROGRAM);
     let programs = std::iter::once(exe).chain(beside.exists().then_some(beside));
-    let mut refused = vec![Reach::new(&config.root, "SERVERFS_ROOT")];
-    for path in config.commands.sandbox.iter().flat_map(|s| &s.writable) {
-        refused.push(Reach::new(path, "SERVERFS_COMMAND_WRITABLE"));
-    }
-    let warned = [Reach::new("/tmp", "/tmp"), Reach::new("/dev/shm", "/dev/shm")];
+    let reach = config.commands_may_write(true);
     for program in programs {
-        if let Ok(Some(setting)) = program_reached(&program, &refused) {
-            return Err(ConfigError::new(
-                setting,
+        if let Ok(Some(place)) = serverfs_write::program_reached(&program, &reach) {
+            return Err(ConfigError::named(
+                place,
                 format!(
-                    "the program {} lies below it, where commands may write: a command could replace it, and the next start would run that unconfined; install serverfs-dev outside the paths commands may write (e.g. /usr/local/bin)",
+                    "the program {} lies below it, where commands may write: a command could replace it, and the next start would run that unconfined; install serverfs-dev where commands cannot write (e.g. /usr/local/bin), or build it there (CARGO_TARGET_DIR)",
                     program.file_name().unwrap_or_default().to_string_lossy()
                 ),
             ));
-        }
-        if let Ok(Some(place)) = program_reached(&program, &warned) {
-            tracing::warn!(
-                event = "config_warning",
-                message = %format!("serverfs-dev's program {} lies below {place}, where commands may write: a command could replace it before the next start; install it elsewhere (e.g. /usr/local/bin)", program.display()),
-            );
         }
     }
     Ok(())

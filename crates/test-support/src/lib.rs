@@ -217,13 +217,20 @@ pub fn copy_program(from: &str, to: &std::path::Path) {
     assert!(status.success(), "cp {from} {}", to.display());
 }
 
-/// A fresh directory outside `/tmp` (where sandboxed commands may write):
-/// the first of `preferred` (a test's `CARGO_TARGET_TMPDIR`), `/var/tmp`
-/// and `$HOME` that is not below `/tmp` — a checkout may itself live there.
+/// A fresh directory outside `/tmp`, `/dev/shm` and `$TMPDIR` (where
+/// sandboxed commands may write, so serverfs-dev keeps its state and its
+/// program out of them): the first of `preferred` (a test's
+/// `CARGO_TARGET_TMPDIR`), `/var/tmp` and `$HOME` that lies below none of
+/// them, every symbolic link resolved — a checkout may itself live there.
 ///
 /// # Panics
 /// When none of them can hold a temporary directory.
 pub fn dir_outside_tmp(preferred: &str) -> tempfile::TempDir {
+    let reached: Vec<std::path::PathBuf> =
+        [std::path::PathBuf::from("/tmp"), "/dev/shm".into(), std::env::temp_dir()]
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
     let candidates = [
         Some(std::path::PathBuf::from(preferred)),
         Some("/var/tmp".into()),
@@ -232,9 +239,11 @@ pub fn dir_outside_tmp(preferred: &str) -> tempfile::TempDir {
     candidates
         .into_iter()
         .flatten()
-        .filter(|dir| !dir.starts_with("/tmp"))
+        .filter(|dir| {
+            dir.canonicalize().is_ok_and(|real| !reached.iter().any(|r| real.starts_with(r)))
+        })
         .find_map(|dir| tempfile::tempdir_in(dir).ok())
-        .expect("a directory outside /tmp to write test files in")
+        .expect("a directory outside /tmp, /dev/shm and $TMPDIR to write test files in")
 }
 
 /// Kills a process that outlives `limit` (SIGKILL, by pid): a server that

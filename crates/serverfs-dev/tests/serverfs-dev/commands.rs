@@ -449,7 +449,8 @@ async fn the_supervisor_is_the_program_beside_the_server_or_the_server_itself() 
     assert!(args.starts_with("--serverfs-exec="), "not the program beside the server: {argv}");
     drop(client);
 
-    let alone = tempfile::tempdir().unwrap();
+    // Not below /tmp: serverfs-dev refuses to start where commands may write.
+    let alone = common::private_dir();
     let bin = alone.path().join("serverfs-dev");
     serverfs_test_support::copy_program(common::BIN, &bin);
     let mut cmd = tokio::process::Command::new(&bin);

@@ -305,22 +305,28 @@ fn every_command_leaves_one_audit_line() {
     assert!(!lines.iter().any(|v| v.to_string().contains("audit-me")), "{lines:?}");
 }
 
-/// serverfs-dev refuses to start from below the root or a
-/// `--command-writable` path (a command could replace the program, and
-/// the next start would run that): exit 2, one line naming the setting.
+/// serverfs-dev refuses to start from below a path commands may write
+/// (a command could replace the program, and the next start would run
+/// that): the root, a `--command-writable` path, `/tmp`, the commands'
+/// `TMPDIR` parent. Exit 2, one line naming the place and the fix.
 /// Control: the same copy started from a directory commands cannot write
 /// (beside the test's state dir) starts.
 #[test]
 fn a_program_where_commands_may_write_is_refused() {
     let p = Project::new();
     let cache = p.root().parent().unwrap().join("outside");
-    for (dir, setting, extra) in [
-        (p.root().join("bin"), "SERVERFS_ROOT", vec![]),
+    let below_tmp = tempfile::tempdir_in("/tmp").unwrap();
+    let tmpdir = p.private.path().join("tmpdir");
+    for (dir, place, extra, env) in [
+        (p.root().join("bin"), "the project root", vec![], None),
         (
             cache.join("bin"),
-            "SERVERFS_COMMAND_WRITABLE",
+            "a --command-writable path (SERVERFS_COMMAND_WRITABLE)",
             vec!["--command-writable".to_owned(), cache.display().to_string()],
+            None,
         ),
+        (below_tmp.path().join("bin"), "/tmp", vec![], None),
+        (tmpdir.join("bin"), "the commands' TMPDIR parent ($TMPDIR)", vec![], Some(&tmpdir)),
     ] {
         std::fs::create_dir_all(&dir).unwrap();
         let copy = dir.join("serverfs-dev");
@@ -328,11 +334,18 @@ fn a_program_where_commands_may_write_is_refused() {
         let mut cmd = std::process::Command::new(&copy);
         cmd.args(p.command().get_args()).args(&extra).arg("--stdio");
         cmd.env("XDG_STATE_HOME", p.xdg());
+        if let Some(tmpdir) = env {
+            cmd.env("TMPDIR", tmpdir);
+        }
         let line = start_error(&p, cmd);
-        assert!(line.starts_with(&format!("serverfs-dev: config error: {setting}")), "{line}");
-        assert!(
-            line.contains("the program serverfs-dev lies below it, where commands may write"),
-            "{line}"
+        assert_eq!(
+            line,
+            format!(
+                "serverfs-dev: config error: {place}: the program serverfs-dev lies below it, \
+                 where commands may write: a command could replace it, and the next start \
+                 would run that unconfined; install serverfs-dev where commands cannot write \
+                 (e.g. /usr/local/bin), or build it there (CARGO_TARGET_DIR)"
+            ),
         );
     }
     let elsewhere = p.private.path().join("bin");

@@ -229,7 +229,7 @@ fn publish_local_token(config: &Config) -> Result<Option<local_token::Published>
     if !matches!(view, Some(ViewProbe::Own | ViewProbe::OwnWithProc)) {
         tracing::warn!(
             event = "config_warning",
-            message = "commands get no view of their own here (or no sandbox), so they can read the local token's file and call this server's /mcp: set SERVERFS_TOKEN_FILE to a file they cannot read, or narrow their reads (--command-readable)",
+            message = "commands get no view of their own here (or no sandbox), so they can read the local token's file and call this server's /mcp: configure SERVERFS_TOKEN (commands get a cleared environment and cannot read the server's), or narrow their reads (--command-readable)",
         );
     }
     Ok(Some(published))

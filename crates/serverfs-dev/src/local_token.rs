@@ -12,8 +12,8 @@
 //! Commands cannot read it: every command's view covers the state
 //! directory with an empty file system (see serverfs-supervisor's mounts
 //! module). Where the kernel gives commands no view of their own, they
-//! could: start-up says so in a WARN line (set a token where they cannot
-//! read it, or narrow their reads with `--command-readable`).
+//! could: start-up says so in a WARN line (configure `SERVERFS_TOKEN`,
+//! which they cannot read, or narrow their reads with `--command-readable`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -76,6 +76,8 @@ pub struct Listening {
     /// The local token serverfs-dev drew for this start (its `local_token`
     /// line's file, read), when it did.
     pub local_token: Option<String>,
+    /// Its stderr up to the `listening` line.
+    pub start_up: Vec<String>,
 }
 
 /// Starts `cmd` with `--listen 127.0.0.1:0` and waits (up to `startup`, a
@@ -112,7 +114,7 @@ pub fn listen(mut cmd: Command, startup: Duration) -> Listening {
             break v["address"].as_str().expect("an address").to_owned();
         }
     };
-    Listening { child: KillOnDrop(child), addr, log, local_token }
+    Listening { child: KillOnDrop(child), addr, log, local_token, start_up: said }
 }
 
 /// An rmcp stdio transport to the server `cmd` starts (on the test's tokio

@@ -180,7 +180,7 @@ impl HttpServer {
 
     /// Starts `cmd` (a server command line) on an ephemeral loopback port.
     pub fn start_with(cmd: Command) -> Self {
-        let Listening { child, addr, log, local_token } = listen(cmd, Duration::from_secs(30));
+        let Listening { child, addr, log, local_token, .. } = listen(cmd, Duration::from_secs(30));
         // Keep draining the log so the server never blocks on stderr.
         std::thread::spawn(move || log.for_each(drop));
         let url = match &local_token {

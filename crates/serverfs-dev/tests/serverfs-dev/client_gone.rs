@@ -46,7 +46,7 @@ fn closing_stdin_kills_a_running_command_without_waiting_for_its_answer() {
 fn an_http_client_that_hangs_up_is_not_an_error() {
     use std::io::Write;
     let p = Project::new();
-    let serverfs_test_support::Listening { mut child, addr, log, local_token } =
+    let serverfs_test_support::Listening { mut child, addr, log, local_token, .. } =
         serverfs_test_support::listen(p.command(), Duration::from_secs(30));
     let token = local_token.expect("a local token");
     let (lines, seen) = std::sync::mpsc::channel();

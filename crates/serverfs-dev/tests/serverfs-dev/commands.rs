@@ -631,6 +631,39 @@ async fn a_command_cannot_call_its_own_server() {
     }
 }
 
+/// Where commands get no view of their own (here the server runs in a user
+/// namespace whose `max_mnt_namespaces` is 0), they could read the local
+/// token's file: start-up says so, WARN, naming the fix. Control: the same
+/// server with its view says nothing of the kind.
+#[test]
+fn without_a_view_the_local_token_comes_with_a_warning() {
+    let p = Project::new();
+    let start = |max_mnt_namespaces: &str| {
+        let server = p.command();
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--user", "--map-root-user", "sh", "-c"])
+            .arg(format!(
+                "echo {max_mnt_namespaces} > /proc/sys/user/max_mnt_namespaces && exec \"$@\""
+            ))
+            .arg("sh")
+            .arg(server.get_program())
+            .args(server.get_args())
+            .env("XDG_STATE_HOME", p.xdg());
+        let started = serverfs_test_support::listen(cmd, Duration::from_secs(30));
+        assert!(started.local_token.is_some());
+        started.start_up
+    };
+    let warned = |lines: &[String]| {
+        lines
+            .iter()
+            .any(|l| l.contains(r#""level":"WARN""#) && l.contains("can read the local token"))
+    };
+    let without_view = start("0");
+    assert!(warned(&without_view), "{without_view:#?}");
+    let with_view = start("1000");
+    assert!(!warned(&with_view), "{with_view:#?}");
+}
+
 /// Over authenticated HTTP no principal holds every command slot: with two
 /// slots and alice's first command running, her second is kept from the
 /// last slot (it waits its bounded 30 s, then SERVER_BUSY) and bob's command

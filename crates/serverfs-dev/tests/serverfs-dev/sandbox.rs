@@ -731,6 +731,65 @@ async fn a_swapped_root_gives_commands_nothing_as_nobody() {
     }
 }
 
+/// The same swap one level above a `--command-writable` path: the path lies
+/// in `/tmp/<dir>/outer/w`, where commands may rename `outer` and leave a
+/// symbolic link to a directory of their choosing in its place. Later
+/// commands must not write into the link's target through the path: each
+/// is refused (the path is not the directory it was at the server's start)
+/// or denied. Before the swap the path is writable (the control).
+async fn a_swapped_writable_path_gives_commands_nothing(nobody: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let base = tempfile::tempdir().unwrap();
+    let outer = base.path().join("outer");
+    let writable = outer.join("w");
+    let victim = serverfs_test_support::dir_outside_tmp(env!("CARGO_TARGET_TMPDIR"));
+    let target = victim.path().join("w");
+    for dir in [&writable, &target] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for dir in [base.path(), &outer, &writable, victim.path(), &target] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let write = |n: usize| format!("echo x > {}/pwned-{n}; echo wrote=$?", writable.display());
+    let moved = base.path().join("outer.moved");
+    let swap = format!(
+        "mv {outer} {moved} && ln -s {victim} {outer} && echo swapped",
+        outer = outer.display(),
+        moved = moved.display(),
+        victim = victim.path().display()
+    );
+    let client = start(&p, nobody, &["--command-writable", writable.to_str().unwrap()]).await;
+    let v = ok(&client, "bash", json!({"command": write(0)})).await;
+    assert_eq!(v["stdout"], "wrote=0\n", "before the swap the path is writable: {v}");
+    let v = ok(&client, "bash", json!({"command": swap})).await;
+    assert_eq!(v["stdout"], "swapped\n", "{v}");
+    let mut answers = Vec::new();
+    for n in 1..=4 {
+        answers.push(call(&client, "bash", json!({"command": write(n)})).await);
+    }
+    client.cancel().await.unwrap();
+    let written: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(written.is_empty(), "commands wrote through the swapped path: {written:?} {answers:?}");
+    for (is_error, v) in &answers {
+        let refused = *is_error && v.as_str().is_some_and(|t| t.contains("command was not run"));
+        let denied = !is_error && v["stdout"] == "wrote=1\n";
+        assert!(refused || denied, "{v} {answers:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_swapped_writable_path_gives_commands_nothing_as_the_server_s_user() {
+    a_swapped_writable_path_gives_commands_nothing(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_swapped_writable_path_gives_commands_nothing_as_nobody() {
+    if is_root() {
+        a_swapped_writable_path_gives_commands_nothing(true).await;
+    }
+}
+
 /// A command makes no namespace (user, mount, network, pid, via unshare
 /// or clone; clone3 is unknown to it, so libc falls back to clone), while
 /// threads and child processes work as always. The control: with

@@ -710,9 +710,15 @@ async fn a_swapped_root_gives_commands_nothing(nobody: bool) {
     let said = String::from_utf8_lossy(&restarted.stderr);
     assert_eq!(restarted.status.code(), Some(2), "a restart served the swapped root: {said}");
     assert!(said.contains("SERVERFS_ROOT") && said.contains("now leads to"), "{said}");
-    let written: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(written.is_empty(), "commands wrote through the swapped root: {written:?} {answers:?}");
-    for (is_error, v) in &answers {
+    nothing_went_through(&target, &answers);
+}
+
+/// After a swap: nothing landed in `target`, and each of `answers` (a
+/// `write(n)` command's) was refused or denied.
+fn nothing_went_through(target: &std::path::Path, answers: &[(bool, serde_json::Value)]) {
+    let written: Vec<_> = std::fs::read_dir(target).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(written.is_empty(), "commands wrote through the swapped path: {written:?} {answers:?}");
+    for (is_error, v) in answers {
         let refused = *is_error && v.as_str().is_some_and(|t| t.contains("command was not run"));
         let denied = !is_error && v["stdout"] == "wrote=1\n";
         assert!(refused || denied, "{v} {answers:?}");
@@ -769,13 +775,7 @@ async fn a_swapped_writable_path_gives_commands_nothing(nobody: bool) {
         answers.push(call(&client, "bash", json!({"command": write(n)})).await);
     }
     client.cancel().await.unwrap();
-    let written: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(written.is_empty(), "commands wrote through the swapped path: {written:?} {answers:?}");
-    for (is_error, v) in &answers {
-        let refused = *is_error && v.as_str().is_some_and(|t| t.contains("command was not run"));
-        let denied = !is_error && v["stdout"] == "wrote=1\n";
-        assert!(refused || denied, "{v} {answers:?}");
-    }
+    nothing_went_through(&target, &answers);
 }
 
 #[tokio::test(flavor = "multi_thread")]

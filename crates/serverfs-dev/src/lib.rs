@@ -76,13 +76,24 @@ fn supervisor_beside(exe: std::path::PathBuf) -> std::io::Result<serverfs_exec::
 /// root, `/tmp`, `/dev/shm`, the commands' `TMPDIR` parent or a
 /// `--command-writable` path): a command could replace it, and the next
 /// start would run that, unconfined. The error names the place and the fix.
+/// A program whose place cannot be told is refused too (fail closed).
 fn check_programs_out_of_reach(config: &Config) -> Result<(), ConfigError> {
-    let Ok(exe) = std::env::current_exe() else { return Ok(()) };
+    let unknown = |program: &Path, e: std::io::Error| {
+        ConfigError::named(
+            program.display().to_string(),
+            format!(
+                "cannot tell whether this program lies where commands may write ({e}), so the server does not start"
+            ),
+        )
+    };
+    let exe = std::env::current_exe().map_err(|e| unknown(Path::new("serverfs-dev"), e))?;
     let beside = exe.with_file_name(SUPERVISOR_PROGRAM);
     let programs = std::iter::once(exe).chain(beside.exists().then_some(beside));
     let reach = config.commands_may_write(true);
     for program in programs {
-        if let Ok(Some(place)) = serverfs_write::program_reached(&program, &reach) {
+        let reached =
+            serverfs_write::program_reached(&program, &reach).map_err(|e| unknown(&program, e))?;
+        if let Some(place) = reached {
             return Err(ConfigError::named(
                 place,
                 format!(
